@@ -1,0 +1,77 @@
+//! Where tables and views live. A catalog allows its `default-base-location` plus the
+//! `allowedLocations` of its storage config; nothing may be placed outside them.
+
+use uuid::Uuid;
+
+use super::error::{CatalogError, CatalogResult};
+use super::ident::Ident;
+use crate::storage::{canonical_location, is_within, path_segment};
+use crate::store::{CatalogRecord, Properties};
+
+pub const DEFAULT_BASE_LOCATION: &str = "default-base-location";
+
+/// The catalog's base location as configured, without a trailing `/`.
+pub fn catalog_base(catalog: &CatalogRecord) -> &str {
+    catalog
+        .properties
+        .get(DEFAULT_BASE_LOCATION)
+        .map(|b| b.trim_end_matches('/'))
+        .unwrap_or("")
+}
+
+/// Every location the catalog allows, in canonical form.
+pub fn allowed_bases(catalog: &CatalogRecord) -> CatalogResult<Vec<String>> {
+    let mut bases = vec![canonical_location(catalog_base(catalog))?];
+    if let Some(allowed) = catalog
+        .storage_config
+        .get("allowedLocations")
+        .and_then(|a| a.as_array())
+    {
+        for location in allowed.iter().filter_map(|l| l.as_str()) {
+            bases.push(canonical_location(location)?);
+        }
+    }
+    Ok(bases)
+}
+
+/// The location of a new table or view that did not ask for one: under its namespace's
+/// `location` property if set, else under the catalog base, in a directory named after
+/// the object plus a random suffix, so a dropped and re-created table never shares files.
+pub fn default_location(
+    catalog: &CatalogRecord,
+    namespace_properties: &Properties,
+    ident: &Ident,
+) -> String {
+    let parent = match namespace_properties.get("location") {
+        Some(location) => location.trim_end_matches('/').to_string(),
+        None => {
+            let mut base = catalog_base(catalog).to_string();
+            for level in ident.namespace.levels() {
+                base.push('/');
+                base.push_str(&path_segment(level));
+            }
+            base
+        }
+    };
+    format!(
+        "{parent}/{}-{}",
+        path_segment(&ident.name),
+        Uuid::new_v4().simple()
+    )
+}
+
+/// Checks that `location` is inside the catalog's allowed locations; returns its
+/// canonical form (the key the store compares for overlaps).
+pub fn check_allowed(catalog: &CatalogRecord, location: &str) -> CatalogResult<String> {
+    let canonical = canonical_location(location)?;
+    let bases = allowed_bases(catalog)?;
+    if is_within(&canonical, &bases) {
+        Ok(canonical)
+    } else {
+        Err(CatalogError::Forbidden(format!(
+            "Location {location} is not within the allowed locations of catalog {}: {}",
+            catalog.name,
+            bases.join(", ")
+        )))
+    }
+}

@@ -1,0 +1,141 @@
+//! What tables and views share: the optimistic commit loop, metadata file writes and the
+//! translation of store errors into messages that name the entity.
+
+use std::future::Future;
+
+use super::error::{CatalogError, CatalogResult, Missing};
+use super::ident::Ident;
+use super::namespaces::namespace_missing;
+use super::{backoff, Catalog};
+use crate::storage;
+use crate::store::{ObjectKind, ObjectWrite, StoreError, StoredObject};
+
+pub fn object_missing(kind: ObjectKind, ident: &Ident) -> CatalogError {
+    match kind {
+        ObjectKind::Table => {
+            CatalogError::not_found(Missing::Table, format!("Table does not exist: {ident}"))
+        }
+        ObjectKind::View => {
+            CatalogError::not_found(Missing::View, format!("View does not exist: {ident}"))
+        }
+    }
+}
+
+/// "Table already exists" when the name is taken by the same kind, "... with same name"
+/// when by the other kind: tables and views share one name space.
+pub fn object_exists(wanted: ObjectKind, existing: ObjectKind, ident: &Ident) -> CatalogError {
+    CatalogError::AlreadyExists(match (wanted, existing) {
+        (ObjectKind::Table, ObjectKind::Table) => format!("Table already exists: {ident}"),
+        (ObjectKind::View, ObjectKind::View) => format!("View already exists: {ident}"),
+        (ObjectKind::Table, ObjectKind::View) => {
+            format!("View with same name already exists: {ident}")
+        }
+        (ObjectKind::View, ObjectKind::Table) => {
+            format!("Table with same name already exists: {ident}")
+        }
+    })
+}
+
+/// Translates the store errors of a write on objects of `kind`.
+pub fn object_error(kind: ObjectKind, error: StoreError) -> CatalogError {
+    match error {
+        StoreError::ObjectMissing(ident) => object_missing(kind, &ident),
+        StoreError::ObjectExists {
+            ident,
+            kind: existing,
+        } => object_exists(kind, existing, &ident),
+        StoreError::NamespaceMissing(ns) => namespace_missing(&ns),
+        StoreError::LocationOverlap { location, other } => CatalogError::bad_request(format!(
+            "Location {location} overlaps the location of table {other}"
+        )),
+        other => other.into(),
+    }
+}
+
+impl Catalog {
+    /// Loads a table or view only if it is of `kind`.
+    pub(super) async fn load_kind(
+        &self,
+        catalog: &str,
+        ident: &Ident,
+        kind: ObjectKind,
+    ) -> CatalogResult<Option<StoredObject>> {
+        Ok(self
+            .store
+            .load_object(catalog, ident)
+            .await?
+            .filter(|o| o.kind == kind))
+    }
+
+    /// Writes a new metadata file (never overwriting one) off the async threads.
+    async fn write_metadata_file(&self, location: String, json: String) -> CatalogResult<()> {
+        let fsync = self.settings.fsync;
+        tokio::task::spawn_blocking(move || {
+            storage::write_new_file(&location, json.as_bytes(), fsync)
+        })
+        .await
+        .map_err(CatalogError::internal)?
+    }
+
+    /// The optimistic commit loop. `prepare` reads the current state, checks requirements
+    /// and applies updates; the new metadata files are written (durably, never over an
+    /// existing file) and the store then swaps all pointers
+    /// atomically if none moved meanwhile. On a lost race the whole thing is redone on the
+    /// fresh state (so requirements are re-checked), up to `max_commit_attempts` times.
+    /// Commits to the same objects queue on a lock in this process first.
+    pub(super) async fn commit_with_retry<F, Fut>(
+        &self,
+        catalog: &str,
+        kind: ObjectKind,
+        idents: &[Ident],
+        prepare: F,
+    ) -> CatalogResult<Vec<ObjectWrite>>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = CatalogResult<Vec<ObjectWrite>>>,
+    {
+        let _guards = self.commit_locks.lock(catalog, idents).await;
+        let attempts = self.settings.max_commit_attempts.max(1);
+        for attempt in 1..=attempts {
+            let writes = prepare().await?;
+            if writes.is_empty() {
+                return Ok(writes);
+            }
+            for (i, w) in writes.iter().enumerate() {
+                if let Err(e) = self
+                    .write_metadata_file(w.metadata_location.clone(), w.metadata.clone())
+                    .await
+                {
+                    for written in &writes[..i] {
+                        storage::remove_file_quietly(&written.metadata_location);
+                    }
+                    return Err(e);
+                }
+            }
+            match self.store.commit_objects(catalog, &writes).await {
+                Ok(()) => return Ok(writes),
+                Err(error) => {
+                    for w in &writes {
+                        storage::remove_file_quietly(&w.metadata_location);
+                    }
+                    match error {
+                        StoreError::Conflict if attempt < attempts => {
+                            tracing::debug!(
+                                attempt,
+                                "commit lost a race; retrying on fresh metadata"
+                            );
+                            backoff(attempt).await;
+                        }
+                        StoreError::Conflict => {
+                            return Err(CatalogError::CommitFailed(format!(
+                                "Commit failed after {attempts} attempts: concurrent modifications"
+                            )))
+                        }
+                        other => return Err(object_error(kind, other)),
+                    }
+                }
+            }
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+}

@@ -1,0 +1,106 @@
+//! Page tokens for list calls. A token is the hex of the last name returned, so the next
+//! page is an index range scan (`name > token`), never an offset over everything.
+
+use super::error::{CatalogError, CatalogResult};
+use crate::store::{Page, PageRequest};
+
+/// Page size used when the client asks for pages (sends `pageToken`) without a size.
+pub const DEFAULT_PAGE_SIZE: usize = 1000;
+/// Largest page served; larger `pageSize` values are reduced to this.
+pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// What a list call asked for.
+#[derive(Debug, Clone, Default)]
+pub struct ListRequest {
+    /// `None`: the parameter was absent. `Some("")`: the client starts paging.
+    pub page_token: Option<String>,
+    pub page_size: Option<usize>,
+}
+
+/// One page of a list call and the token for the next, if more follow.
+#[derive(Debug, Clone)]
+pub struct Listed<T> {
+    pub items: Vec<T>,
+    pub next_page_token: Option<String>,
+}
+
+impl ListRequest {
+    /// Without `pageToken` and `pageSize` everything is returned, as the spec says for
+    /// clients that do not paginate.
+    pub fn to_page_request(&self) -> CatalogResult<PageRequest> {
+        if self.page_size == Some(0) {
+            return Err(CatalogError::bad_request("pageSize must be at least 1"));
+        }
+        let limit = match (&self.page_token, self.page_size) {
+            (None, None) => None,
+            (_, size) => Some(size.unwrap_or(DEFAULT_PAGE_SIZE).min(MAX_PAGE_SIZE)),
+        };
+        let after = match self.page_token.as_deref() {
+            None | Some("") => None,
+            Some(token) => Some(decode_token(token)?),
+        };
+        Ok(PageRequest { after, limit })
+    }
+}
+
+pub fn listed<T, U>(page: Page<T>, map: impl FnMut(T) -> U) -> Listed<U> {
+    Listed {
+        items: page.items.into_iter().map(map).collect(),
+        next_page_token: page.next_after.map(|name| encode_token(&name)),
+    }
+}
+
+fn encode_token(name: &str) -> String {
+    name.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_token(token: &str) -> CatalogResult<String> {
+    let invalid = || CatalogError::bad_request(format!("Invalid pageToken: {token}"));
+    if token.len() % 2 != 0 || token.len() > 4096 {
+        return Err(invalid());
+    }
+    let bytes = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&token[i..i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| invalid())?;
+    String::from_utf8(bytes).map_err(|_| invalid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_round_trip() {
+        for name in ["a", "NS_12", "ünïcode", ""] {
+            assert_eq!(decode_token(&encode_token(name)).unwrap(), name);
+        }
+        assert!(decode_token("zz").is_err());
+        assert!(decode_token("abc").is_err());
+    }
+
+    #[test]
+    fn no_token_means_everything() {
+        let all = ListRequest::default().to_page_request().unwrap();
+        assert_eq!(all.limit, None);
+        let started = ListRequest {
+            page_token: Some(String::new()),
+            page_size: None,
+        };
+        assert_eq!(
+            started.to_page_request().unwrap().limit,
+            Some(DEFAULT_PAGE_SIZE)
+        );
+        let big = ListRequest {
+            page_token: None,
+            page_size: Some(1_000_000),
+        };
+        assert_eq!(big.to_page_request().unwrap().limit, Some(MAX_PAGE_SIZE));
+        let zero = ListRequest {
+            page_token: None,
+            page_size: Some(0),
+        };
+        assert!(zero.to_page_request().is_err());
+    }
+}

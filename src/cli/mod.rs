@@ -1,0 +1,30 @@
+//! The `floe` command line: one subcommand per file.
+
+pub mod serve;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "floe",
+    version,
+    about = "Floe: an Apache Iceberg REST catalog server"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the catalog server.
+    Serve(serve::ServeArgs),
+}
+
+impl Cli {
+    pub async fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Serve(args) => serve::run(args).await,
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! `floe serve`: the catalog server on its embedded store.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+use crate::server::{self, ServerConfig};
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "FLOE_BIND", default_value = "127.0.0.1:8181")]
+    pub bind: SocketAddr,
+    /// Directory of the embedded database and, by default, the warehouse.
+    #[arg(long, env = "FLOE_DATA_DIR", default_value = "./floe-data")]
+    pub data_dir: PathBuf,
+    /// Root location (file:///...) under which new catalogs keep their tables
+    /// [default: <data-dir>/warehouse].
+    #[arg(long, env = "FLOE_WAREHOUSE")]
+    pub warehouse: Option<String>,
+    /// Catalog created on first start and used when a client names no warehouse.
+    #[arg(long, env = "FLOE_DEFAULT_CATALOG", default_value = "default")]
+    pub default_catalog: String,
+    /// fsync metadata files and the database on every write (off only for throwaway data).
+    #[arg(long, env = "FLOE_FSYNC", default_value_t = true, action = clap::ArgAction::Set)]
+    pub fsync: bool,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "FLOE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Log filter, e.g. `info`, `warn`, `floe=debug`.
+    #[arg(long, env = "FLOE_LOG", default_value = "info")]
+    pub log: String,
+    /// Log line format.
+    #[arg(long, env = "FLOE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
+    let filter = EnvFilter::try_new(filter).context("invalid --log filter")?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    Ok(())
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    init_logging(&args.log, args.log_format)?;
+    let config = ServerConfig {
+        data_dir: args.data_dir.clone(),
+        warehouse: args.warehouse,
+        default_catalog: args.default_catalog.clone(),
+        fsync: args.fsync,
+        max_body_bytes: args.max_body_bytes,
+    };
+    let (router, _state) = server::build(&config).await?;
+    let listener = TcpListener::bind(args.bind)
+        .await
+        .with_context(|| format!("binding {}", args.bind))?;
+    let addr = listener.local_addr()?;
+    // What a user needs to connect, printed once on start.
+    eprintln!(
+        "Floe is serving the Iceberg REST catalog at http://{addr}\n  \
+         default catalog (warehouse): {}\n  data directory: {}\n  \
+         PyIceberg: load_catalog(\"floe\", type=\"rest\", uri=\"http://{addr}\", warehouse=\"{}\")\n  \
+         Spark: spark.sql.catalog.floe.type=rest, spark.sql.catalog.floe.uri=http://{addr}, spark.sql.catalog.floe.warehouse={}\n  \
+         No authentication is configured: bind to a trusted interface only.",
+        args.default_catalog,
+        args.data_dir.display(),
+        args.default_catalog,
+        args.default_catalog,
+    );
+    server::run(listener, router, shutdown_signal()).await?;
+    tracing::info!("shut down cleanly");
+    Ok(())
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutdown signal received; draining in-flight requests");
+}

@@ -1,0 +1,57 @@
+//! `GET /v1/config`: which catalog a warehouse names, and exactly which endpoints work.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::error::ApiResult;
+use super::extract::Params;
+use super::AppState;
+
+/// Every endpoint this server implements, as the spec's `endpoints` list spells them.
+/// Clients (the Java client, DuckDB, PyIceberg) trust this list: keep it exact.
+pub const ENDPOINTS: &[&str] = &[
+    "GET /v1/{prefix}/namespaces",
+    "POST /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}",
+    "POST /v1/{prefix}/namespaces/{namespace}/properties",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
+    "POST /v1/{prefix}/namespaces/{namespace}/register",
+    "POST /v1/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
+    "POST /v1/{prefix}/tables/rename",
+    "POST /v1/{prefix}/transactions/commit",
+    "GET /v1/{prefix}/namespaces/{namespace}/views",
+    "POST /v1/{prefix}/namespaces/{namespace}/views",
+    "GET /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
+    "POST /v1/{prefix}/views/rename",
+    "POST /v1/{prefix}/namespaces/{namespace}/register-view",
+];
+
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/config", get(get_config))
+}
+
+async fn get_config(State(state): State<AppState>, params: Params) -> ApiResult<Json<Value>> {
+    let name = params
+        .get("warehouse")
+        .filter(|w| !w.is_empty())
+        .unwrap_or(&state.default_catalog);
+    let catalog = state.catalog.get_catalog(name).await?;
+    Ok(Json(json!({
+        "defaults": {},
+        "overrides": { "prefix": catalog.name },
+        "endpoints": ENDPOINTS,
+    })))
+}

@@ -1,0 +1,86 @@
+//! The one place where errors become HTTP responses: each catalog error gets its status
+//! and Iceberg exception type here, in the spec's `ErrorModel` body. Internals of a 500
+//! are logged with an id and never sent to the client.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::catalog::error::{CatalogError, Missing};
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub error_type: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, error_type: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            error_type,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, "BadRequestException", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "NotFoundException", message)
+    }
+}
+
+impl From<CatalogError> for ApiError {
+    fn from(error: CatalogError) -> Self {
+        use StatusCode as S;
+        let message = error.to_string();
+        let (status, error_type) = match &error {
+            CatalogError::NotFound { missing, .. } => (
+                S::NOT_FOUND,
+                match missing {
+                    Missing::Catalog => "NotFoundException",
+                    Missing::Namespace => "NoSuchNamespaceException",
+                    Missing::Table => "NoSuchTableException",
+                    Missing::View => "NoSuchViewException",
+                },
+            ),
+            CatalogError::AlreadyExists(_) => (S::CONFLICT, "AlreadyExistsException"),
+            CatalogError::NamespaceNotEmpty(_) => (S::CONFLICT, "NamespaceNotEmptyException"),
+            CatalogError::CommitFailed(_) => (S::CONFLICT, "CommitFailedException"),
+            CatalogError::BadRequest(_) => (S::BAD_REQUEST, "BadRequestException"),
+            CatalogError::Unprocessable(_) => {
+                (S::UNPROCESSABLE_ENTITY, "UnprocessableEntityException")
+            }
+            CatalogError::Forbidden(_) => (S::FORBIDDEN, "ForbiddenException"),
+            CatalogError::Unavailable(_) => (S::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
+            CatalogError::Internal(inner) => {
+                let id = uuid::Uuid::new_v4();
+                tracing::error!(error_id = %id, error = format!("{inner:#}"), "internal error");
+                return ApiError::new(
+                    S::INTERNAL_SERVER_ERROR,
+                    "InternalServerError",
+                    format!("Internal server error; see the server log for error id {id}"),
+                );
+            }
+        };
+        ApiError::new(status, error_type, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({
+            "error": {
+                "message": self.message,
+                "type": self.error_type,
+                "code": self.status.as_u16(),
+            }
+        });
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

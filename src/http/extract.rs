@@ -1,0 +1,114 @@
+//! Request parsing shared by the handlers: JSON bodies and query parameters that fail
+//! with the spec's error body (never axum's plain-text rejections), and identifiers.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::StatusCode;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use super::error::{ApiError, ApiResult};
+use crate::catalog::ident::{Ident, Namespace, KEY_SEPARATOR};
+use crate::catalog::pagination::ListRequest;
+
+/// A JSON request body. Malformed JSON, a wrong shape or an unknown update action is a 400
+/// with serde's explanation; a body over the limit is a 413.
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        "BadRequestException",
+                        "Request body is larger than this server accepts",
+                    )
+                } else {
+                    ApiError::bad_request(format!("Cannot read request body: {rejection}"))
+                }
+            })?;
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| ApiError::bad_request(format!("Malformed request body: {e}")))
+    }
+}
+
+/// The query string, decoded.
+pub struct Params(Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for Params {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or("");
+        Ok(Params(
+            url::form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect(),
+        ))
+    }
+}
+
+impl Params {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A boolean flag, read case-insensitively (PyIceberg sends `True`).
+    pub fn flag(&self, name: &str) -> ApiResult<bool> {
+        match self.get(name) {
+            None => Ok(false),
+            Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") || v.is_empty() => Ok(false),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "{name} must be true or false, not {v:?}"
+            ))),
+        }
+    }
+
+    pub fn list_request(&self) -> ApiResult<ListRequest> {
+        let page_size = match self.get("pageSize") {
+            None | Some("") => None,
+            Some(v) => Some(v.parse::<usize>().map_err(|_| {
+                ApiError::bad_request(format!("pageSize must be a positive integer, not {v:?}"))
+            })?),
+        };
+        Ok(ListRequest {
+            page_token: self.get("pageToken").map(str::to_string),
+            page_size,
+        })
+    }
+}
+
+/// A namespace from a path segment or `parent` parameter: levels joined by U+001F (`%1F`).
+pub fn namespace(raw: &str) -> ApiResult<Namespace> {
+    Ok(Namespace::new(
+        raw.split(KEY_SEPARATOR).map(str::to_string).collect(),
+    )?)
+}
+
+pub fn ident(namespace_raw: &str, name: &str) -> ApiResult<Ident> {
+    Ok(Ident::new(namespace(namespace_raw)?, name.to_string())?)
+}
+
+/// The spec's `TableIdentifier`: `{"namespace": [...], "name": "..."}`.
+#[derive(Debug, Deserialize)]
+pub struct IdentBody {
+    pub namespace: Vec<String>,
+    pub name: String,
+}
+
+impl IdentBody {
+    pub fn into_ident(self) -> ApiResult<Ident> {
+        Ok(Ident::new(Namespace::new(self.namespace)?, self.name)?)
+    }
+}

@@ -1,0 +1,116 @@
+//! Polaris's management API for catalogs (`/api/management/v1/catalogs`), with Polaris's
+//! JSON shapes so Polaris tools and benchmarks work unchanged.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::ApiResult;
+use super::extract::JsonBody;
+use super::AppState;
+use crate::catalog::catalogs::NewCatalog;
+use crate::store::{CatalogRecord, Properties};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/catalogs", get(list).post(create))
+        .route(
+            "/catalogs/{name}",
+            get(load).put(update).delete(drop_catalog),
+        )
+}
+
+fn catalog_json(catalog: &CatalogRecord) -> Value {
+    json!({
+        "type": "INTERNAL",
+        "name": catalog.name,
+        "properties": catalog.properties,
+        "createTimestamp": catalog.created_ms,
+        "lastUpdateTimestamp": catalog.updated_ms,
+        "entityVersion": catalog.version,
+        "storageConfigInfo": catalog.storage_config,
+    })
+}
+
+async fn list(State(state): State<AppState>) -> ApiResult<Json<Value>> {
+    let catalogs = state.catalog.list_catalogs().await?;
+    let catalogs: Vec<Value> = catalogs.iter().map(catalog_json).collect();
+    Ok(Json(json!({ "catalogs": catalogs })))
+}
+
+#[derive(Deserialize)]
+struct CreateCatalogRequest {
+    catalog: CatalogBody,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CatalogBody {
+    #[serde(rename = "type", default = "internal")]
+    catalog_type: String,
+    name: String,
+    #[serde(default)]
+    properties: Properties,
+    storage_config_info: Option<Value>,
+}
+
+fn internal() -> String {
+    "INTERNAL".into()
+}
+
+async fn create(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody<CreateCatalogRequest>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let c = body.catalog;
+    let created = state
+        .catalog
+        .create_catalog(NewCatalog {
+            name: c.name,
+            catalog_type: c.catalog_type,
+            properties: c.properties,
+            storage_config: c.storage_config_info,
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(catalog_json(&created))))
+}
+
+async fn load(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
+    Ok(Json(catalog_json(&state.catalog.get_catalog(&name).await?)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UpdateCatalogRequest {
+    current_entity_version: Option<i64>,
+    properties: Option<Properties>,
+    storage_config_info: Option<Value>,
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    JsonBody(body): JsonBody<UpdateCatalogRequest>,
+) -> ApiResult<Json<Value>> {
+    let updated = state
+        .catalog
+        .update_catalog(
+            &name,
+            body.current_entity_version,
+            body.properties,
+            body.storage_config_info,
+        )
+        .await?;
+    Ok(Json(catalog_json(&updated)))
+}
+
+async fn drop_catalog(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    state.catalog.drop_catalog(&name).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,125 @@
+//! Namespace endpoints.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::ApiResult;
+use super::extract::{namespace, JsonBody, Params};
+use super::AppState;
+use crate::store::Properties;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/{prefix}/namespaces", get(list).post(create))
+        .route(
+            "/{prefix}/namespaces/{namespace}",
+            get(load).head(exists).delete(drop_namespace),
+        )
+        .route(
+            "/{prefix}/namespaces/{namespace}/properties",
+            post(update_properties),
+        )
+}
+
+async fn list(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    params: Params,
+) -> ApiResult<Json<Value>> {
+    let parent = match params.get("parent") {
+        None | Some("") => None,
+        Some(raw) => Some(namespace(raw)?),
+    };
+    let page = state
+        .catalog
+        .list_namespaces(&prefix, parent.as_ref(), &params.list_request()?)
+        .await?;
+    let namespaces: Vec<&[String]> = page.items.iter().map(|ns| ns.levels()).collect();
+    Ok(Json(
+        json!({ "namespaces": namespaces, "next-page-token": page.next_page_token }),
+    ))
+}
+
+#[derive(Deserialize)]
+struct CreateNamespace {
+    namespace: Vec<String>,
+    #[serde(default)]
+    properties: Properties,
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Path(prefix): Path<String>,
+    JsonBody(body): JsonBody<CreateNamespace>,
+) -> ApiResult<Json<Value>> {
+    let ns = crate::catalog::ident::Namespace::new(body.namespace)?;
+    let properties = state
+        .catalog
+        .create_namespace(&prefix, &ns, body.properties)
+        .await?;
+    Ok(Json(
+        json!({ "namespace": ns.levels(), "properties": properties }),
+    ))
+}
+
+async fn load(
+    State(state): State<AppState>,
+    Path((prefix, raw)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let ns = namespace(&raw)?;
+    let properties = state.catalog.load_namespace(&prefix, &ns).await?;
+    Ok(Json(
+        json!({ "namespace": ns.levels(), "properties": properties }),
+    ))
+}
+
+async fn exists(
+    State(state): State<AppState>,
+    Path((prefix, raw)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state
+        .catalog
+        .load_namespace(&prefix, &namespace(&raw)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn drop_namespace(
+    State(state): State<AppState>,
+    Path((prefix, raw)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
+    state
+        .catalog
+        .drop_namespace(&prefix, &namespace(&raw)?)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+struct UpdateProperties {
+    #[serde(default)]
+    removals: Vec<String>,
+    #[serde(default)]
+    updates: Properties,
+}
+
+async fn update_properties(
+    State(state): State<AppState>,
+    Path((prefix, raw)): Path<(String, String)>,
+    JsonBody(body): JsonBody<UpdateProperties>,
+) -> ApiResult<impl IntoResponse> {
+    let change = state
+        .catalog
+        .update_namespace_properties(&prefix, &namespace(&raw)?, body.removals, body.updates)
+        .await?;
+    Ok(Json(json!({
+        "updated": change.updated,
+        "removed": change.removed,
+        "missing": change.missing,
+    })))
+}

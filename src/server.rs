@@ -1,0 +1,90 @@
+//! Assembles a server from its parts and runs it until a shutdown signal. Tests use the
+//! same entry point with a port-0 listener and their own shutdown future.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+
+use crate::catalog::{Catalog, CatalogSettings};
+use crate::http::{self, AppState, HttpSettings};
+use crate::store::sqlite::SqliteStore;
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Holds the embedded database (and, by default, the warehouse).
+    pub data_dir: PathBuf,
+    /// Root location of catalogs created without a base location.
+    pub warehouse: Option<String>,
+    /// Created on first start when no catalog exists; used when clients name none.
+    pub default_catalog: String,
+    pub fsync: bool,
+    pub max_body_bytes: usize,
+}
+
+impl ServerConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            data_dir: data_dir.into(),
+            warehouse: None,
+            default_catalog: "default".into(),
+            fsync: true,
+            max_body_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    dir.canonicalize()
+        .with_context(|| format!("resolving {}", dir.display()))
+}
+
+/// Opens the store, bootstraps the default catalog and builds the router.
+pub async fn build(config: &ServerConfig) -> anyhow::Result<(axum::Router, AppState)> {
+    let data_dir = absolute(&config.data_dir)?;
+    let warehouse = match &config.warehouse {
+        Some(w) => w.clone(),
+        None => format!(
+            "file://{}",
+            absolute(&data_dir.join("warehouse"))?.display()
+        ),
+    };
+    let store = SqliteStore::open(&data_dir.join("catalog.db"))?;
+    let catalog = Catalog::new(
+        Arc::new(store),
+        CatalogSettings {
+            warehouse_root: warehouse,
+            fsync: config.fsync,
+            ..CatalogSettings::default()
+        },
+    );
+    if catalog.bootstrap_catalog(&config.default_catalog).await? {
+        tracing::info!(catalog = %config.default_catalog, "created the default catalog");
+    }
+    let state = AppState {
+        catalog: Arc::new(catalog),
+        default_catalog: Arc::from(config.default_catalog.as_str()),
+    };
+    let router = http::router(
+        state.clone(),
+        &HttpSettings {
+            max_body_bytes: config.max_body_bytes,
+        },
+    );
+    Ok((router, state))
+}
+
+/// Serves until `shutdown` completes, then drains in-flight requests.
+pub async fn run(
+    listener: TcpListener,
+    router: axum::Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("serving HTTP")
+}
