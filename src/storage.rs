@@ -84,6 +84,9 @@ pub fn path_segment(name: &str) -> String {
 
 /// Writes a new file that must not exist yet, and makes it durable (file and directory
 /// entry) before returning: a pointer is only swapped to a file that is complete on disk.
+/// The bytes go to a temporary name first and are then hard-linked to the final name, so
+/// a crash never leaves a truncated file under a metadata file's name, and an existing
+/// file is never replaced (linking fails if the name is taken).
 pub fn write_new_file(location: &str, contents: &[u8], fsync: bool) -> CatalogResult<()> {
     let path = local_path(location)?;
     let dir = path
@@ -93,8 +96,18 @@ pub fn write_new_file(location: &str, contents: &[u8], fsync: bool) -> CatalogRe
     fs::create_dir_all(dir)
         .with_context(|| format!("creating {}", dir.display()))
         .map_err(CatalogError::internal)?;
-    let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
-        Ok(file) => file,
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(
+        ".{file_name}.{}.tmp",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let result = write_and_link(&temporary, &path, contents, fsync);
+    let _ = fs::remove_file(&temporary);
+    match result {
+        Ok(()) => {}
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {
             return Err(CatalogError::CommitFailed(format!(
                 "Metadata file {location} already exists"
@@ -102,18 +115,9 @@ pub fn write_new_file(location: &str, contents: &[u8], fsync: bool) -> CatalogRe
         }
         Err(e) => {
             return Err(CatalogError::internal(
-                anyhow::Error::new(e).context(format!("creating {}", path.display())),
+                anyhow::Error::new(e).context(format!("writing {}", path.display())),
             ))
         }
-    };
-    let written = file
-        .write_all(contents)
-        .and_then(|_| if fsync { file.sync_data() } else { Ok(()) });
-    if let Err(e) = written {
-        let _ = fs::remove_file(&path);
-        return Err(CatalogError::internal(
-            anyhow::Error::new(e).context(format!("writing {}", path.display())),
-        ));
     }
     if fsync {
         sync_dir(dir).map_err(CatalogError::internal)?;
@@ -121,10 +125,33 @@ pub fn write_new_file(location: &str, contents: &[u8], fsync: bool) -> CatalogRe
     Ok(())
 }
 
+fn write_and_link(
+    temporary: &Path,
+    path: &Path,
+    contents: &[u8],
+    fsync: bool,
+) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temporary)?;
+    file.write_all(contents)?;
+    if fsync {
+        file.sync_data()?;
+    }
+    fs::hard_link(temporary, path)
+}
+
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .with_context(|| format!("syncing {}", dir.display()))
+}
+
+/// Whether the file at a location exists (a location this module cannot resolve is
+/// reported as present: there is nothing to check).
+pub fn file_exists(location: &str) -> bool {
+    local_path(location).map(|p| p.exists()).unwrap_or(true)
 }
 
 /// Best-effort removal of a file this server wrote but will not point at (a lost race).

@@ -225,11 +225,41 @@ fn apply_view_update(
     })
 }
 
-/// The path of the next metadata file of a table or view: `<location>/metadata/
-/// <version>-<uuid>.metadata.json`, the version one past the current file's (or past the
-/// length of the metadata log when the current name does not follow that pattern). The
-/// random UUID makes the name unique even when two writers race.
-pub fn next_metadata_file(location: &str, current: Option<&str>, log_len: usize) -> String {
+/// Serialises table or view metadata with its lists in a stable order (iceberg-rust keeps
+/// snapshots, schemas and versions in hash maps). Clients compare these lists in order, and
+/// the same state must always produce the same document.
+pub fn metadata_json<T: Serialize>(metadata: &T) -> CatalogResult<String> {
+    let mut doc = serde_json::to_value(metadata).map_err(CatalogError::internal)?;
+    if let Some(object) = doc.as_object_mut() {
+        for (list, keys) in [
+            (
+                "snapshots",
+                &["sequence-number", "timestamp-ms", "snapshot-id"][..],
+            ),
+            ("schemas", &["schema-id"][..]),
+            ("partition-specs", &["spec-id"][..]),
+            ("sort-orders", &["order-id"][..]),
+            ("versions", &["version-id"][..]),
+            ("statistics", &["snapshot-id"][..]),
+            ("partition-statistics", &["snapshot-id"][..]),
+        ] {
+            if let Some(serde_json::Value::Array(items)) = object.get_mut(list) {
+                items.sort_by_key(|item| {
+                    keys.iter()
+                        .map(|k| item.get(*k).and_then(|v| v.as_i64()).unwrap_or(0))
+                        .collect::<Vec<i64>>()
+                });
+            }
+        }
+    }
+    serde_json::to_string(&doc).map_err(CatalogError::internal)
+}
+
+/// The path of the next metadata file in `metadata_dir`: `<version>-<uuid>.metadata.json`,
+/// the version one past the current file's (or past the length of the metadata log when
+/// the current name does not follow that pattern). The random UUID keeps the name unique
+/// even when two writers race.
+pub fn next_metadata_file(metadata_dir: &str, current: Option<&str>, log_len: usize) -> String {
     let version = current
         .and_then(|c| c.rsplit('/').next())
         .and_then(|file| file.split('-').next())
@@ -241,8 +271,8 @@ pub fn next_metadata_file(location: &str, current: Option<&str>, log_len: usize)
             0
         });
     format!(
-        "{}/metadata/{version:05}-{}.metadata.json",
-        location.trim_end_matches('/'),
+        "{}/{version:05}-{}.metadata.json",
+        metadata_dir.trim_end_matches('/'),
         Uuid::new_v4()
     )
 }
@@ -346,11 +376,15 @@ mod tests {
 
     #[test]
     fn metadata_file_versions_increase() {
-        let first = next_metadata_file("file:///t/", None, 0);
+        let first = next_metadata_file("file:///t/metadata/", None, 0);
         assert!(first.starts_with("file:///t/metadata/00000-"), "{first}");
-        let second = next_metadata_file("file:///t", Some(&first), 0);
+        let second = next_metadata_file("file:///t/metadata", Some(&first), 0);
         assert!(second.starts_with("file:///t/metadata/00001-"), "{second}");
-        let odd = next_metadata_file("file:///t", Some("file:///t/metadata/v3.metadata.json"), 3);
+        let odd = next_metadata_file(
+            "file:///t/metadata",
+            Some("file:///t/metadata/v3.metadata.json"),
+            3,
+        );
         assert!(odd.starts_with("file:///t/metadata/00004-"), "{odd}");
     }
 }

@@ -10,6 +10,8 @@ pub enum Missing {
     Namespace,
     Table,
     View,
+    /// A file the catalog points at is gone (e.g. deleted behind the catalog's back).
+    File,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +28,10 @@ pub enum CatalogError {
     CommitFailed(String),
     #[error("{0}")]
     BadRequest(String),
+    /// Metadata the client sent breaks Iceberg's rules (iceberg-rust's builders said no);
+    /// Java clients raise this as `IllegalArgumentException`.
+    #[error("{0}")]
+    InvalidArgument(String),
     /// Well-formed but semantically impossible (422), e.g. a property both set and removed.
     #[error("{0}")]
     Unprocessable(String),
@@ -78,6 +84,6 @@ impl From<iceberg::Error> for CatalogError {
     /// Errors from iceberg-rust's metadata builders are validation failures of what the
     /// client asked for: a bad request, not a server fault.
     fn from(error: iceberg::Error) -> Self {
-        CatalogError::BadRequest(error.message().to_string())
+        CatalogError::InvalidArgument(error.message().to_string())
     }
 }

@@ -60,6 +60,24 @@ pub fn default_location(
     )
 }
 
+/// Where the metadata files of a table or view go: the `write.metadata.path` property
+/// when set (it must be an allowed location too), else `<location>/metadata`.
+pub fn metadata_dir(
+    catalog: &CatalogRecord,
+    location: &str,
+    properties: &std::collections::HashMap<String, String>,
+) -> CatalogResult<String> {
+    match properties.get(WRITE_METADATA_PATH) {
+        Some(dir) => {
+            check_allowed(catalog, dir)?;
+            Ok(dir.trim_end_matches('/').to_string())
+        }
+        None => Ok(format!("{}/metadata", location.trim_end_matches('/'))),
+    }
+}
+
+pub const WRITE_METADATA_PATH: &str = "write.metadata.path";
+
 /// Checks that `location` is inside the catalog's allowed locations; returns its
 /// canonical form (the key the store compares for overlaps).
 pub fn check_allowed(catalog: &CatalogRecord, location: &str) -> CatalogResult<String> {

@@ -52,6 +52,25 @@ pub fn object_error(kind: ObjectKind, error: StoreError) -> CatalogError {
     }
 }
 
+/// Translates the store errors of a rename; Java's wording when the target name is taken.
+pub fn rename_error(kind: ObjectKind, from: &Ident, error: StoreError) -> CatalogError {
+    match error {
+        StoreError::ObjectExists {
+            ident,
+            kind: existing,
+        } if !(kind == ObjectKind::Table && existing == ObjectKind::Table) => {
+            let existing = match existing {
+                ObjectKind::Table => "Table",
+                ObjectKind::View => "View",
+            };
+            CatalogError::AlreadyExists(format!(
+                "Cannot rename {from} to {ident}. {existing} already exists"
+            ))
+        }
+        other => object_error(kind, other),
+    }
+}
+
 impl Catalog {
     /// Loads a table or view only if it is of `kind`.
     pub(super) async fn load_kind(

@@ -56,7 +56,7 @@ fn encode_token(name: &str) -> String {
 
 fn decode_token(token: &str) -> CatalogResult<String> {
     let invalid = || CatalogError::bad_request(format!("Invalid pageToken: {token}"));
-    if token.len() % 2 != 0 || token.len() > 4096 {
+    if !token.len().is_multiple_of(2) || token.len() > 4096 {
         return Err(invalid());
     }
     let bytes = (0..token.len())

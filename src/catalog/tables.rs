@@ -11,13 +11,14 @@ use iceberg::{TableRequirement, TableUpdate};
 use serde::Deserialize;
 
 use super::commit::{
-    apply_table_updates, check_table_requirements, next_metadata_file, table_metadata_from_updates,
+    apply_table_updates, check_table_requirements, metadata_json, next_metadata_file,
+    table_metadata_from_updates,
 };
-use super::error::{CatalogError, CatalogResult};
+use super::error::{CatalogError, CatalogResult, Missing};
 use super::ident::{Ident, Namespace};
-use super::locations::{check_allowed, default_location};
+use super::locations::{check_allowed, default_location, metadata_dir};
 use super::namespaces::namespace_missing;
-use super::objects::{object_error, object_exists, object_missing};
+use super::objects::{object_error, object_exists, object_missing, rename_error};
 use super::pagination::{listed, ListRequest, Listed};
 use super::Catalog;
 use crate::storage;
@@ -211,7 +212,7 @@ impl Catalog {
         )?
         .build()?
         .metadata;
-        let json = to_json(&metadata)?;
+        let json = metadata_json(&metadata)?;
         if request.stage_create {
             return Ok(LoadedTable {
                 metadata_location: None,
@@ -222,7 +223,11 @@ impl Catalog {
             ident: ident.clone(),
             kind: ObjectKind::Table,
             expected_metadata_location: None,
-            metadata_location: next_metadata_file(&location, None, 0),
+            metadata_location: next_metadata_file(
+                &metadata_dir(&catalog_record, &location, metadata.properties())?,
+                None,
+                0,
+            ),
             metadata: json,
             location: canonical,
         };
@@ -250,6 +255,17 @@ impl Catalog {
             .load_kind(catalog, ident, ObjectKind::Table)
             .await?
             .ok_or_else(|| object_missing(ObjectKind::Table, ident))?;
+        // The metadata comes from the store, but a table whose file was deleted behind the
+        // catalog's back is broken for every engine: say so, as a file-based catalog would.
+        if !storage::file_exists(&object.metadata_location) {
+            return Err(CatalogError::not_found(
+                Missing::File,
+                format!(
+                    "Failed to open input stream for file: {}",
+                    object.metadata_location
+                ),
+            ));
+        }
         let metadata = match snapshots {
             SnapshotsMode::All => object.metadata,
             SnapshotsMode::Refs => only_referenced_snapshots(&object.metadata)?,
@@ -378,12 +394,12 @@ impl Catalog {
             ident: ident.clone(),
             kind: ObjectKind::Table,
             metadata_location: next_metadata_file(
-                metadata.location(),
+                &metadata_dir(catalog_record, metadata.location(), metadata.properties())?,
                 expected.as_deref(),
                 log_len,
             ),
             expected_metadata_location: expected,
-            metadata: to_json(&metadata)?,
+            metadata: metadata_json(&metadata)?,
             location: canonical,
         }))
     }
@@ -415,7 +431,7 @@ impl Catalog {
         self.store
             .rename_object(catalog, ObjectKind::Table, from, to)
             .await
-            .map_err(|e| object_error(ObjectKind::Table, e))
+            .map_err(|e| rename_error(ObjectKind::Table, from, e))
     }
 
     /// Registers an existing metadata file as a table (or, with `overwrite`, points an
@@ -440,7 +456,7 @@ impl Catalog {
             ))
         })?;
         let canonical = check_allowed(&catalog_record, metadata.location())?;
-        let json = to_json(&metadata)?;
+        let json = metadata_json(&metadata)?;
         let _guards = self.commit_locks.lock(catalog, [ident]).await;
         let existing = self.store.load_object(catalog, ident).await?;
         let expected = match existing {

@@ -8,12 +8,12 @@ use iceberg::ViewUpdate;
 use serde::Deserialize;
 
 use super::commit::{
-    apply_view_updates, check_view_requirements, next_metadata_file, ViewRequirement,
+    apply_view_updates, check_view_requirements, metadata_json, next_metadata_file, ViewRequirement,
 };
 use super::error::{CatalogError, CatalogResult};
 use super::ident::{Ident, Namespace};
-use super::locations::{check_allowed, default_location};
-use super::objects::{object_error, object_exists, object_missing};
+use super::locations::{check_allowed, default_location, metadata_dir};
+use super::objects::{object_error, object_exists, object_missing, rename_error};
 use super::pagination::{listed, ListRequest, Listed};
 use super::Catalog;
 use crate::storage;
@@ -36,10 +36,6 @@ pub struct CreateView {
 pub struct LoadedView {
     pub metadata_location: String,
     pub metadata: String,
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> CatalogResult<String> {
-    serde_json::to_string(value).map_err(CatalogError::internal)
 }
 
 fn parse_view_metadata(json: &str) -> CatalogResult<ViewMetadata> {
@@ -110,8 +106,12 @@ impl Catalog {
             ident: ident.clone(),
             kind: ObjectKind::View,
             expected_metadata_location: None,
-            metadata_location: next_metadata_file(&location, None, 0),
-            metadata: to_json(&metadata)?,
+            metadata_location: next_metadata_file(
+                &metadata_dir(&catalog_record, &location, metadata.properties())?,
+                None,
+                0,
+            ),
+            metadata: metadata_json(&metadata)?,
             location: canonical,
         };
         let mut writes = self
@@ -167,12 +167,16 @@ impl Catalog {
                         ident: ident.clone(),
                         kind: ObjectKind::View,
                         metadata_location: next_metadata_file(
-                            metadata.location(),
+                            &metadata_dir(
+                                &catalog_record,
+                                metadata.location(),
+                                metadata.properties(),
+                            )?,
                             Some(&object.metadata_location),
                             log_len,
                         ),
                         expected_metadata_location: Some(object.metadata_location),
-                        metadata: to_json(&metadata)?,
+                        metadata: metadata_json(&metadata)?,
                         location: canonical,
                     }])
                 },
@@ -194,7 +198,7 @@ impl Catalog {
         self.store
             .rename_object(catalog, ObjectKind::View, from, to)
             .await
-            .map_err(|e| object_error(ObjectKind::View, e))
+            .map_err(|e| rename_error(ObjectKind::View, from, e))
     }
 
     /// Registers an existing view metadata file as a view.
@@ -222,7 +226,7 @@ impl Catalog {
             kind: ObjectKind::View,
             expected_metadata_location: None,
             metadata_location: metadata_location.to_string(),
-            metadata: to_json(&metadata)?,
+            metadata: metadata_json(&metadata)?,
             location: canonical,
         };
         match self

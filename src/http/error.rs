@@ -45,12 +45,14 @@ impl From<CatalogError> for ApiError {
                     Missing::Namespace => "NoSuchNamespaceException",
                     Missing::Table => "NoSuchTableException",
                     Missing::View => "NoSuchViewException",
+                    Missing::File => "NotFoundException",
                 },
             ),
             CatalogError::AlreadyExists(_) => (S::CONFLICT, "AlreadyExistsException"),
             CatalogError::NamespaceNotEmpty(_) => (S::CONFLICT, "NamespaceNotEmptyException"),
             CatalogError::CommitFailed(_) => (S::CONFLICT, "CommitFailedException"),
             CatalogError::BadRequest(_) => (S::BAD_REQUEST, "BadRequestException"),
+            CatalogError::InvalidArgument(_) => (S::BAD_REQUEST, "IllegalArgumentException"),
             CatalogError::Unprocessable(_) => {
                 (S::UNPROCESSABLE_ENTITY, "UnprocessableEntityException")
             }

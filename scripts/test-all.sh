@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# The one command that installs what the tests need and runs them all.
+#
+#   scripts/test-all.sh
+#
+# On a fresh Debian machine it installs (only when missing) a JDK, Maven and
+# Python venv support with apt-get; Rust must already be there. Then it runs:
+#   1. cargo build --release [--locked]
+#   2. cargo fmt --check
+#   3. cargo clippy --release --all-targets -- -D warnings
+#   4. cargo test --release
+#   5. the Iceberg REST Compatibility Kit      (tests/rck/run.sh)
+#   6. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
+#   7. pytest tests/e2e                        (PyIceberg + crash tests)
+# A failing step does not stop the later ones (the server-dependent ones are
+# skipped when the build fails). The last line is "N passed, N failed[, N skipped]"
+# counting steps, and the exit status is non-zero if any step failed.
+#
+# Optional environment: FLOE_BIN (server binary, default target/release/floe),
+# SKIP_RCK=1, SKIP_E2E=1 (skip those steps; reported as skipped), PYTEST_ARGS,
+# E2E_TIMEOUT (seconds, default 1800); tests/rck/run.sh documents its own.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export FLOE_BIN="${FLOE_BIN:-$ROOT/target/release/floe}"
+VENV="$ROOT/.cache/venv"
+
+passed=0
+failed=0
+skipped=0
+results=()
+
+header() {
+  printf '\n==================================================================\n'
+  printf '== %s\n' "$*"
+  printf '==================================================================\n'
+}
+
+# run_step NAME CMD...: run one step, record and announce its outcome.
+run_step() {
+  local name="$1"
+  shift
+  header "$name"
+  local t0=$SECONDS rc=0
+  "$@" || rc=$?
+  local took=$((SECONDS - t0))
+  if ((rc == 0)); then
+    passed=$((passed + 1))
+    results+=("PASS  $name (${took}s)")
+    printf -- '-- PASS: %s (%ss)\n' "$name" "$took"
+  else
+    failed=$((failed + 1))
+    results+=("FAIL  $name (exit $rc, ${took}s)")
+    printf -- '-- FAIL: %s (exit %s, %ss)\n' "$name" "$rc" "$took"
+  fi
+  return "$rc"
+}
+
+skip_step() {
+  local name="$1" why="$2"
+  header "$name"
+  printf -- '-- SKIP: %s (%s)\n' "$name" "$why"
+  skipped=$((skipped + 1))
+  results+=("SKIP  $name ($why)")
+}
+
+finish() {
+  header "Summary"
+  printf '%s\n' "${results[@]}"
+  echo
+  if ((skipped > 0)); then
+    echo "$passed passed, $failed failed, $skipped skipped"
+  else
+    echo "$passed passed, $failed failed"
+  fi
+  ((failed == 0))
+}
+
+# ---------------------------------------------------------------------------
+# Prerequisites
+# ---------------------------------------------------------------------------
+as_root() {
+  if [[ "$(id -u)" == 0 ]]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "need root (or sudo) to run: $*" >&2
+    return 1
+  fi
+}
+
+java_major() {
+  java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1
+}
+
+install_prerequisites() {
+  local pkgs=()
+  if ! command -v java >/dev/null 2>&1 || [[ "$(java_major)" -lt 17 ]]; then
+    pkgs+=(openjdk-17-jdk-headless)
+  fi
+  command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+  if ! command -v python3 >/dev/null 2>&1; then
+    pkgs+=(python3 python3-venv)
+  elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+    pkgs+=(python3-venv)
+  fi
+  if ((${#pkgs[@]} > 0)); then
+    if ! command -v apt-get >/dev/null 2>&1; then
+      echo "missing: ${pkgs[*]}, and no apt-get to install them; install them by hand" >&2
+      return 1
+    fi
+    echo "installing Debian packages: ${pkgs[*]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || return 1
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${pkgs[@]}" || return 1
+  else
+    echo "java, mvn and python3 venv support already present"
+  fi
+  if ! command -v cargo >/dev/null 2>&1; then
+    cat >&2 <<'EOF'
+cargo not found. Install Rust (toolchain 1.94 or newer, with rustfmt and clippy):
+  rustup (https://rustup.rs):  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y
+                               . "$HOME/.cargo/env"
+                               rustup component add rustfmt clippy
+then run scripts/test-all.sh again.
+EOF
+    return 1
+  fi
+  local ok=0
+  cargo fmt --version >/dev/null 2>&1 || { echo "rustfmt missing: rustup component add rustfmt" >&2; ok=1; }
+  cargo clippy --version >/dev/null 2>&1 || { echo "clippy missing: rustup component add clippy" >&2; ok=1; }
+  ((ok == 0)) || return 1
+  echo "java $(java_major); $(mvn -v 2>/dev/null | head -n1 | sed 's/\x1b\[[0-9;]*m//g')"
+  echo "$(python3 --version); $(cargo --version)"
+}
+
+if ! run_step "prerequisites (JDK, Maven, python3-venv, Rust)" install_prerequisites; then
+  finish || exit 1
+fi
+
+# ---------------------------------------------------------------------------
+# Rust
+# ---------------------------------------------------------------------------
+locked=()
+[[ -f Cargo.lock ]] && locked=(--locked)
+
+build_ok=1
+run_step "cargo build --release ${locked[*]}" cargo build --release "${locked[@]}" || build_ok=0
+run_step "cargo fmt --check" cargo fmt --check || true
+run_step "cargo clippy --release --all-targets -- -D warnings" \
+  cargo clippy --release "${locked[@]}" --all-targets -- -D warnings || true
+run_step "cargo test --release" cargo test --release "${locked[@]}" || true
+
+if ((build_ok)) && [[ ! -x "$FLOE_BIN" ]]; then
+  echo "build succeeded but $FLOE_BIN is missing" >&2
+  build_ok=0
+fi
+
+# ---------------------------------------------------------------------------
+# Iceberg REST Compatibility Kit
+# ---------------------------------------------------------------------------
+if [[ "${SKIP_RCK:-0}" == 1 ]]; then
+  skip_step "Iceberg REST Compatibility Kit" "SKIP_RCK=1"
+elif ((!build_ok)); then
+  skip_step "Iceberg REST Compatibility Kit" "no server binary"
+else
+  run_step "Iceberg REST Compatibility Kit (tests/rck/run.sh)" "$ROOT/tests/rck/run.sh" || true
+fi
+
+# ---------------------------------------------------------------------------
+# End-to-end tests (PyIceberg, crash safety)
+# ---------------------------------------------------------------------------
+setup_venv() {
+  local req="$ROOT/tests/e2e/requirements.txt" stamp="$VENV/.requirements.sha256" sum
+  sum="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [[ -x "$VENV/bin/python" ]] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
+    echo "venv at $VENV is broken; recreating"
+    rm -rf "$VENV"
+  fi
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    mkdir -p "$(dirname "$VENV")"
+    python3 -m venv "$VENV" || return 1
+    rm -f "$stamp"
+  fi
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$sum" ]]; then
+    echo "requirements unchanged; venv up to date ($VENV)"
+  else
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip || return 1
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$req" || return 1
+    printf '%s\n' "$sum" >"$stamp"
+  fi
+  "$VENV/bin/python" -m pip freeze --disable-pip-version-check \
+    | grep -iE '^(pyiceberg|pyiceberg-core|pyarrow|pytest|requests)==' || true
+}
+
+run_pytest() {
+  local rc=0
+  # shellcheck disable=SC2086 # PYTEST_ARGS is split on purpose
+  timeout --kill-after=30 "${E2E_TIMEOUT:-1800}" \
+    "$VENV/bin/python" -m pytest "$ROOT/tests/e2e" -ra ${PYTEST_ARGS:-} || rc=$?
+  case "$rc" in
+    5) echo "pytest collected no tests" >&2 ;;
+    124 | 137) echo "pytest timed out after ${E2E_TIMEOUT:-1800}s" >&2 ;;
+  esac
+  return "$rc"
+}
+
+if [[ "${SKIP_E2E:-0}" == 1 ]]; then
+  skip_step "e2e venv" "SKIP_E2E=1"
+  skip_step "pytest tests/e2e" "SKIP_E2E=1"
+else
+  venv_ok=1
+  run_step "e2e venv (.cache/venv)" setup_venv || venv_ok=0
+  if ((!build_ok)); then
+    skip_step "pytest tests/e2e" "no server binary"
+  elif ((!venv_ok)); then
+    skip_step "pytest tests/e2e" "venv setup failed"
+  else
+    run_step "pytest tests/e2e (FLOE_BIN=$FLOE_BIN)" run_pytest || true
+  fi
+fi
+
+finish

@@ -1,0 +1,212 @@
+"""Fixtures that run a real Floe server for the end-to-end tests.
+
+FLOE_BIN names the server binary (default: target/release/floe, then
+target/debug/floe). Each server gets a free loopback port and a fresh data dir;
+``FloeServer`` can SIGTERM, kill -9 and restart the same server on the same
+data dir (for the crash tests). When a test fails, the tail of every live
+server's log is attached to the report.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
+HEALTH_PATH = os.environ.get("FLOE_HEALTH_PATH", "/healthz")
+
+_live_servers: list["FloeServer"] = []
+
+
+def floe_bin() -> Path:
+    env = os.environ.get("FLOE_BIN")
+    if env:
+        path = Path(env)
+        if not path.is_absolute():
+            path = ROOT / path
+        candidates = [path]
+    else:
+        candidates = [ROOT / "target/release/floe", ROOT / "target/debug/floe"]
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    pytest.fail(
+        "Floe binary not found (looked at %s); build it or set FLOE_BIN"
+        % ", ".join(str(p) for p in candidates),
+        pytrace=False,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class FloeServer:
+    """One Floe process at a time on a fixed data dir."""
+
+    def __init__(self, binary: Path, data_dir: Path, log_path: Path):
+        self.binary = binary
+        self.data_dir = data_dir
+        self.log_path = log_path
+        self.port: int | None = None
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        assert self.port is not None, "server not started"
+        return f"http://127.0.0.1:{self.port}"
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, port: int | None = None) -> "FloeServer":
+        """Start the server (same port as before if possible) and wait for health."""
+        assert not self.is_running(), "server already running"
+        ports = [port or self.port or free_port(), free_port(), free_port()]
+        last_error = ""
+        for p in ports:
+            self.port = p
+            self.starts += 1
+            with open(self.log_path, "ab") as log:
+                log.write(f"\n=== start #{self.starts}: port {p} ===\n".encode())
+                log.flush()
+                self.proc = subprocess.Popen(
+                    [str(self.binary), "serve", "--bind", f"127.0.0.1:{p}",
+                     "--data-dir", str(self.data_dir)],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env={**os.environ, "NO_COLOR": "1"}, start_new_session=True,
+                )
+            deadline = time.monotonic() + HEALTH_TIMEOUT
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    last_error = f"server exited with status {self.proc.returncode}"
+                    break
+                try:
+                    r = requests.get(self.url + HEALTH_PATH, timeout=2)
+                    if r.status_code == 200:
+                        return self
+                    last_error = f"GET {HEALTH_PATH} -> {r.status_code}"
+                except requests.RequestException as e:
+                    last_error = f"GET {HEALTH_PATH}: {e.__class__.__name__}"
+                time.sleep(0.1)
+            else:
+                self.kill9()
+                pytest.fail(
+                    f"Floe not healthy within {HEALTH_TIMEOUT}s ({last_error})\n{self.log_tail()}",
+                    pytrace=False,
+                )
+            # exited early: maybe the port was taken meanwhile; try another one
+        pytest.fail(f"Floe failed to start: {last_error}\n{self.log_tail()}", pytrace=False)
+
+    def terminate(self, timeout: float = 15.0) -> int | None:
+        """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        """Kill -9, like a power cut for the process (no chance to flush or clean up)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def restart(self, kill: bool = True) -> "FloeServer":
+        """kill -9 (or SIGTERM with kill=False), then start again on the same data dir."""
+        if kill:
+            self.kill9()
+        else:
+            self.terminate()
+        return self.start()
+
+    def log_tail(self, lines: int = 80) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no server log)"
+        return f"----- last {lines} lines of {self.log_path} -----\n" + "\n".join(text[-lines:])
+
+
+@pytest.fixture(scope="session")
+def floe_binary() -> Path:
+    return floe_bin()
+
+
+@pytest.fixture(scope="session")
+def _e2e_tmp():
+    path = Path(tempfile.mkdtemp(prefix="floe-e2e."))
+    yield path
+    if os.environ.get("KEEP_DATA") != "1":
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def floe_server_factory(floe_binary, _e2e_tmp):
+    """Make servers, each on its own fresh data dir; all are stopped at the end."""
+    made: list[FloeServer] = []
+
+    def make() -> FloeServer:
+        n = len(made)
+        work = Path(tempfile.mkdtemp(prefix=f"srv{n}.", dir=_e2e_tmp))
+        server = FloeServer(floe_binary, work / "data", work / "floe.log")
+        server.data_dir.mkdir()
+        made.append(server)
+        _live_servers.append(server)
+        return server.start()
+
+    yield make
+    for server in made:
+        try:
+            server.terminate()
+        finally:
+            _live_servers.remove(server)
+
+
+@pytest.fixture(scope="module")
+def floe(floe_binary, _e2e_tmp):
+    """One server shared by the tests of a module."""
+    work = Path(tempfile.mkdtemp(prefix="module.", dir=_e2e_tmp))
+    server = FloeServer(floe_binary, work / "data", work / "floe.log")
+    server.data_dir.mkdir()
+    _live_servers.append(server)
+    try:
+        yield server.start()
+    finally:
+        try:
+            server.terminate()
+        finally:
+            _live_servers.remove(server)
+
+
+@pytest.fixture(scope="module")
+def floe_url(floe) -> str:
+    return floe.url
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed:
+        for server in _live_servers:
+            report.sections.append((f"floe server log ({server.data_dir})", server.log_tail()))
+    return report
