@@ -119,28 +119,25 @@ impl SqliteStore {
         })
     }
 
+    /// Runs a read on a pooled connection, on the calling thread. Point reads in WAL mode
+    /// take microseconds and never wait for the writer, so handing them to a blocking
+    /// thread would cost more (a thread wake-up per request) than it protects.
     async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
     {
-        let path = self.path.clone();
-        let readers = self.readers.clone();
-        tokio::task::spawn_blocking(move || {
-            let pooled = readers.lock().expect("reader pool poisoned").pop();
-            let conn = match pooled {
-                Some(conn) => conn,
-                None => open_connection(&path).map_err(StoreError::Internal)?,
-            };
-            let result = f(&conn);
-            let mut idle = readers.lock().expect("reader pool poisoned");
-            if idle.len() < MAX_IDLE_READERS {
-                idle.push(conn);
-            }
-            result
-        })
-        .await
-        .map_err(|e| StoreError::Internal(e.into()))?
+        let pooled = self.readers.lock().expect("reader pool poisoned").pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => open_connection(&self.path).map_err(StoreError::Internal)?,
+        };
+        let result = f(&conn);
+        let mut idle = self.readers.lock().expect("reader pool poisoned");
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        result
     }
 
     /// Runs `f` in one IMMEDIATE transaction on the writer; commits only when `f` succeeds.
