@@ -67,8 +67,13 @@ pub fn is_within(location: &str, bases: &[String]) -> bool {
     bases.iter().any(|base| location.starts_with(base.as_str()))
 }
 
+/// Longest directory name made from a name; file systems allow 255 bytes per component,
+/// and a table directory adds a 33-byte suffix.
+pub const MAX_SEGMENT_BYTES: usize = 128;
+
 /// A name made safe to be one path segment: anything but `[A-Za-z0-9_-]` and non-leading
 /// dots is percent-encoded, so names like `..` or `a/b` cannot change the directory tree.
+/// Long results are cut and end in a hash of the whole name, so they stay distinct.
 pub fn path_segment(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for (i, b) in name.bytes().enumerate() {
@@ -78,6 +83,18 @@ pub fn path_segment(name: &str) -> String {
         } else {
             out.push_str(&format!("%{b:02X}"));
         }
+    }
+    if out.len() > MAX_SEGMENT_BYTES {
+        let mut cut = MAX_SEGMENT_BYTES - 17;
+        // Never cut inside a %XX escape.
+        while out[..cut].rfind('%').is_some_and(|p| p + 3 > cut) {
+            cut -= 1;
+        }
+        let hash = name.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+        });
+        out.truncate(cut);
+        out.push_str(&format!("~{hash:016x}"));
     }
     out
 }
@@ -225,6 +242,10 @@ mod tests {
         assert_eq!(path_segment(".."), "%2E.");
         assert_eq!(path_segment("a/b"), "a%2Fb");
         assert_eq!(path_segment("%"), "%25");
+        let long = path_segment(&"é".repeat(127));
+        assert!(long.len() <= MAX_SEGMENT_BYTES, "{}", long.len());
+        assert_ne!(long, path_segment(&"é".repeat(126)));
+        assert!(path_segment(&"x".repeat(255)).len() <= MAX_SEGMENT_BYTES);
     }
 
     #[test]

@@ -61,7 +61,9 @@ pub fn default_location(
 }
 
 /// Where the metadata files of a table or view go: the `write.metadata.path` property
-/// when set (it must be an allowed location too), else `<location>/metadata`.
+/// when set, else `<location>/metadata`. A custom path must lie inside the object's own
+/// location, so that the location-overlap rule also keeps every metadata file away from
+/// other objects' directories (and purge never deletes another object's metadata).
 pub fn metadata_dir(
     catalog: &CatalogRecord,
     location: &str,
@@ -69,7 +71,12 @@ pub fn metadata_dir(
 ) -> CatalogResult<String> {
     match properties.get(WRITE_METADATA_PATH) {
         Some(dir) => {
-            check_allowed(catalog, dir)?;
+            let canonical_dir = check_allowed(catalog, dir)?;
+            if !canonical_dir.starts_with(&canonical_location(location)?) {
+                return Err(CatalogError::bad_request(format!(
+                    "{WRITE_METADATA_PATH} {dir} must be inside the location {location}"
+                )));
+            }
             Ok(dir.trim_end_matches('/').to_string())
         }
         None => Ok(format!("{}/metadata", location.trim_end_matches('/'))),

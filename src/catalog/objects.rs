@@ -46,7 +46,7 @@ pub fn object_error(kind: ObjectKind, error: StoreError) -> CatalogError {
         } => object_exists(kind, existing, &ident),
         StoreError::NamespaceMissing(ns) => namespace_missing(&ns),
         StoreError::LocationOverlap { location, other } => CatalogError::bad_request(format!(
-            "Location {location} overlaps the location of table {other}"
+            "Location {location} overlaps the location of {other}"
         )),
         other => other.into(),
     }

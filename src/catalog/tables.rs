@@ -445,6 +445,9 @@ impl Catalog {
     ) -> CatalogResult<LoadedTable> {
         let catalog_record = self.get_catalog(catalog).await?;
         self.load_namespace(catalog, &ident.namespace).await?;
+        // Only read files inside the catalog's locations: a register request must not be a
+        // way to read (or probe for) arbitrary files of the server.
+        check_allowed(&catalog_record, metadata_location)?;
         let max = self.settings.max_metadata_file_bytes;
         let file_location = metadata_location.to_string();
         let bytes = tokio::task::spawn_blocking(move || storage::read_file(&file_location, max))

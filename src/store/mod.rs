@@ -104,8 +104,9 @@ pub struct ObjectWrite {
     pub expected_metadata_location: Option<String>,
     pub metadata_location: String,
     pub metadata: String,
-    /// The object's base location, normalised with a trailing `/`. Table locations may not
-    /// overlap other tables' (checked by the store inside the same transaction).
+    /// The object's base location, normalised with a trailing `/`. No object's location
+    /// may contain or lie inside another's (checked by the store inside the same
+    /// transaction), so purging a table deletes nothing of another object.
     pub location: String,
 }
 

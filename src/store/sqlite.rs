@@ -21,7 +21,8 @@ use super::{
 use crate::catalog::ident::{Ident, Namespace};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE catalogs (
     id             INTEGER PRIMARY KEY,
     name           TEXT NOT NULL UNIQUE,
@@ -61,7 +62,14 @@ CREATE TABLE metrics_reports (
     report      TEXT NOT NULL,
     received_ms INTEGER NOT NULL
 );
-"#];
+"#,
+    // Views join the location-overlap check: purging a table must never delete files of a
+    // view placed inside it.
+    r#"
+DROP INDEX objects_by_location;
+CREATE INDEX objects_by_location ON objects (location);
+"#,
+];
 
 /// Most idle read connections kept open.
 const MAX_IDLE_READERS: usize = 16;
@@ -221,11 +229,12 @@ fn object_kind_at(
     Ok(kind.and_then(|k| ObjectKind::parse(&k)))
 }
 
-/// The table whose location contains `location`, or lies inside it, if any (other than
-/// `ident` itself). Both lookups are index range scans: O(depth · log n), not a scan of
-/// every sibling.
-fn overlapping_table(
+/// The table or view whose location contains `location`, or lies inside it, if any
+/// (other than `ident` itself). Both lookups are index range scans: O(depth · log n), not
+/// a scan of every sibling.
+fn overlapping_object(
     conn: &Connection,
+    catalog_id: i64,
     location: &str,
     ident: &Ident,
 ) -> StoreResult<Option<Ident>> {
@@ -235,25 +244,26 @@ fn overlapping_table(
         .map(|(i, _)| &location[..=i])
         .collect();
     candidates.dedup();
-    let not_self = "NOT (namespace = ?2 AND name = ?3)";
+    let not_self = "NOT (catalog_id = ?4 AND namespace = ?2 AND name = ?3)";
     let mut ancestor = conn
         .prepare_cached(&format!(
-            "SELECT namespace, name FROM objects WHERE kind = 'table' AND location = ?1 AND {not_self} LIMIT 1"
+            "SELECT namespace, name FROM objects WHERE location = ?1 AND {not_self} LIMIT 1"
         ))
         .map_err(internal)?;
     let ns_key = ident.namespace.key();
+    let to_ident = |(ns, name): (String, String)| Ident {
+        namespace: Namespace::from_key(&ns),
+        name,
+    };
     for candidate in candidates {
         let hit: Option<(String, String)> = ancestor
-            .query_row(params![candidate, ns_key, ident.name], |r| {
+            .query_row(params![candidate, ns_key, ident.name, catalog_id], |r| {
                 Ok((r.get(0)?, r.get(1)?))
             })
             .optional()
             .map_err(internal)?;
-        if let Some((ns, name)) = hit {
-            return Ok(Some(Ident {
-                namespace: Namespace::from_key(&ns),
-                name,
-            }));
+        if let Some(hit) = hit {
+            return Ok(Some(to_ident(hit)));
         }
     }
     // Strings that start with `location` (which ends in '/') sort in [location, location
@@ -261,17 +271,16 @@ fn overlapping_table(
     let upper = format!("{}0", &location[..location.len() - 1]);
     let hit: Option<(String, String)> = conn
         .prepare_cached(&format!(
-            "SELECT namespace, name FROM objects WHERE kind = 'table' AND location >= ?1 AND location < ?4 AND {not_self} LIMIT 1"
+            "SELECT namespace, name FROM objects WHERE location >= ?1 AND location < ?5 AND {not_self} LIMIT 1"
         ))
         .and_then(|mut s| {
-            s.query_row(params![location, ns_key, ident.name, upper], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
+            s.query_row(params![location, ns_key, ident.name, catalog_id, upper], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
         })
         .map_err(internal)?;
-    Ok(hit.map(|(ns, name)| Ident {
-        namespace: Namespace::from_key(&ns),
-        name,
-    }))
+    Ok(hit.map(to_ident))
 }
 
 fn page_of<T>(mut items: Vec<T>, page: &PageRequest, name_of: impl Fn(&T) -> String) -> Page<T> {
@@ -679,10 +688,11 @@ impl Store for SqliteStore {
                         }
                     }
                 }
-                if w.kind == ObjectKind::Table {
-                    if let Some(other) = overlapping_table(tx, &w.location, &w.ident)? {
-                        return Err(StoreError::LocationOverlap { location: w.location.clone(), other });
-                    }
+                if let Some(other) = overlapping_object(tx, id, &w.location, &w.ident)? {
+                    return Err(StoreError::LocationOverlap {
+                        location: w.location.clone(),
+                        other,
+                    });
                 }
             }
             Ok(())

@@ -1,0 +1,1146 @@
+//! Black-box tests of Floe's HTTP API, bad input: every rejected request must get a 4xx
+//! with the spec's `{"error": {"message", "type", "code"}}` body of the right exception
+//! type, and must change nothing (checked against a snapshot of the whole catalog state,
+//! metadata files included).
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// A server with namespace `db` holding table `t` and view `v`, plus the state snapshot.
+async fn populated() -> (Server, Value) {
+    let s = Server::start().await;
+    s.create_namespace_with(&["db"], json!({ "owner": "ann" }))
+        .await;
+    s.create_namespace(&["db", "inner"]).await;
+    s.create_table(&["db"], "t").await;
+    s.create_view(&["db"], "v").await;
+    let state = s.state().await;
+    (s, state)
+}
+
+fn commit_url() -> String {
+    table_url(&["db"], "t")
+}
+
+// ---- malformed and mis-shaped bodies -------------------------------------------------------
+
+#[tokio::test]
+async fn malformed_json_is_a_400() {
+    let (s, before) = populated().await;
+    let targets = [
+        format!("{V1}/namespaces"),
+        format!("{}/properties", ns_url(&["db"])),
+        tables_url(&["db"]),
+        commit_url(),
+        format!("{}/metrics", commit_url()),
+        format!("{}/register", ns_url(&["db"])),
+        format!("{V1}/tables/rename"),
+        format!("{V1}/transactions/commit"),
+        views_url(&["db"]),
+        view_url(&["db"], "v"),
+        format!("{V1}/views/rename"),
+        format!("{}/register-view", ns_url(&["db"])),
+        "/api/management/v1/catalogs".to_string(),
+    ];
+    for path in &targets {
+        for body in ["{not json", "", "{\"namespace\": [\"x\"]", "null x"] {
+            s.post_raw(path, body)
+                .await
+                .error(400, "BadRequestException");
+        }
+    }
+    s.assert_unchanged(&before, "malformed JSON").await;
+    assert_eq!(
+        s.get("/api/management/v1/catalogs").await.ok(200).json()["catalogs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+#[tokio::test]
+async fn wrongly_shaped_json_is_a_400() {
+    let (s, before) = populated().await;
+    let cases: Vec<(String, Value)> = vec![
+        (format!("{V1}/namespaces"), json!({ "namespace": "x" })),
+        (format!("{V1}/namespaces"), json!({ "properties": {} })),
+        (
+            format!("{V1}/namespaces"),
+            json!({ "namespace": ["x"], "properties": { "k": 1 } }),
+        ),
+        (format!("{V1}/namespaces"), json!(["x"])),
+        (
+            format!("{}/properties", ns_url(&["db"])),
+            json!({ "removals": "owner" }),
+        ),
+        (tables_url(&["db"]), json!({ "name": "x" })),
+        (
+            tables_url(&["db"]),
+            json!({ "name": "x", "schema": { "type": "struct" } }),
+        ),
+        (
+            tables_url(&["db"]),
+            json!({ "name": 5, "schema": schema() }),
+        ),
+        (
+            commit_url(),
+            json!({ "updates": { "action": "set-properties" } }),
+        ),
+        (
+            commit_url(),
+            json!({ "updates": [{ "action": "set-properties", "updates": ["a"] }] }),
+        ),
+        (commit_url(), json!({ "requirements": "assert-create" })),
+        (
+            format!("{V1}/tables/rename"),
+            json!({ "source": ident(&["db"], "t") }),
+        ),
+        (
+            format!("{V1}/tables/rename"),
+            json!({ "source": "db.t", "destination": "db.u" }),
+        ),
+        (
+            format!("{V1}/transactions/commit"),
+            json!({ "table-changes": {} }),
+        ),
+        (
+            format!("{}/register", ns_url(&["db"])),
+            json!({ "name": "r" }),
+        ),
+        (
+            views_url(&["db"]),
+            json!({ "name": "w", "schema": schema() }),
+        ),
+        (
+            view_url(&["db"], "v"),
+            json!({ "updates": [{ "action": "add-view-version" }] }),
+        ),
+        (
+            format!("{}/register-view", ns_url(&["db"])),
+            json!({ "metadata-location": "file:///x" }),
+        ),
+        (
+            "/api/management/v1/catalogs".to_string(),
+            json!({ "name": "flat" }),
+        ),
+    ];
+    for (path, body) in &cases {
+        s.post(path, body).await.error(400, "BadRequestException");
+    }
+    s.put(
+        "/api/management/v1/catalogs/default",
+        &json!({ "properties": "x" }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.assert_unchanged(&before, "wrongly shaped JSON").await;
+}
+
+#[tokio::test]
+async fn unknown_update_actions_are_a_400() {
+    let (s, before) = populated().await;
+    for update in [
+        json!({ "action": "frobnicate" }),
+        json!({ "action": "set-properties-typo", "updates": { "a": "b" } }),
+        json!({ "updates": { "a": "b" } }),
+    ] {
+        // Also when an otherwise valid update comes first.
+        let body = json!({ "updates": [
+            { "action": "set-properties", "updates": { "a": "b" } },
+            update,
+        ] });
+        s.commit(&["db"], "t", body.clone())
+            .await
+            .error(400, "BadRequestException");
+        s.post(&view_url(&["db"], "v"), &body)
+            .await
+            .error(400, "BadRequestException");
+        s.post(
+            &format!("{V1}/transactions/commit"),
+            &json!({ "table-changes": [{ "identifier": ident(&["db"], "t"), "updates": body["updates"] }] }),
+        )
+        .await
+        .error(400, "BadRequestException");
+    }
+    s.assert_unchanged(&before, "unknown update actions").await;
+}
+
+#[tokio::test]
+async fn unknown_requirement_types_are_a_400() {
+    let (s, before) = populated().await;
+    for requirement in [
+        json!({ "type": "assert-nonsense" }),
+        json!({ "type": "assert-view-uuid", "uuid": "00000000-0000-0000-0000-000000000000" }),
+        json!({ "current-schema-id": 0 }),
+    ] {
+        let body = json!({
+            "requirements": [requirement],
+            "updates": [{ "action": "set-properties", "updates": { "a": "b" } }],
+        });
+        s.commit(&["db"], "t", body.clone())
+            .await
+            .error(400, "BadRequestException");
+    }
+    s.post(
+        &view_url(&["db"], "v"),
+        &json!({
+            "requirements": [{ "type": "assert-table-uuid", "uuid": "00000000-0000-0000-0000-000000000000" }],
+            "updates": [{ "action": "set-properties", "updates": { "a": "b" } }],
+        }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.assert_unchanged(&before, "unknown requirement types")
+        .await;
+}
+
+// ---- names ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn empty_namespace_levels_and_names_are_a_400() {
+    let (s, before) = populated().await;
+    for levels in [json!([]), json!([""]), json!(["db", ""]), json!(["", "db"])] {
+        s.post(
+            &format!("{V1}/namespaces"),
+            &json!({ "namespace": levels, "properties": {} }),
+        )
+        .await
+        .error(400, "BadRequestException");
+    }
+    for raw in ["db%1F", "%1Fdb", "db%1F%1Finner"] {
+        s.get(&format!("{V1}/namespaces/{raw}"))
+            .await
+            .error(400, "BadRequestException");
+        s.delete(&format!("{V1}/namespaces/{raw}"))
+            .await
+            .error(400, "BadRequestException");
+        s.post(
+            &format!("{V1}/namespaces/{raw}/tables"),
+            &json!({ "name": "x", "schema": schema() }),
+        )
+        .await
+        .error(400, "BadRequestException");
+        s.get(&format!("{V1}/namespaces/{raw}/tables/t"))
+            .await
+            .error(400, "BadRequestException");
+    }
+    s.get(&format!("{V1}/namespaces?parent=db%1F"))
+        .await
+        .error(400, "BadRequestException");
+    s.create_table_with(&["db"], json!({ "name": "", "schema": schema() }))
+        .await
+        .error(400, "BadRequestException");
+    s.post(&views_url(&["db"]), &view_body("", &["db"], "SELECT 1"))
+        .await
+        .error(400, "BadRequestException");
+    s.post(
+        &format!("{V1}/tables/rename"),
+        &json!({ "source": ident(&["db"], "t"), "destination": ident(&["db"], "") }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.post(
+        &format!("{V1}/tables/rename"),
+        &json!({ "source": ident(&["db"], "t"), "destination": ident(&[], "t2") }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.assert_unchanged(&before, "empty names").await;
+}
+
+#[tokio::test]
+async fn control_characters_in_names_are_a_400() {
+    let (s, before) = populated().await;
+    for bad in [
+        "a\tb", "a\nb", "a\u{1}b", "a\u{7f}b", "a\u{1f}b", "a\u{85}b",
+    ] {
+        s.post(
+            &format!("{V1}/namespaces"),
+            &json!({ "namespace": [bad], "properties": {} }),
+        )
+        .await
+        .error(400, "BadRequestException");
+        s.create_table_with(&["db"], json!({ "name": bad, "schema": schema() }))
+            .await
+            .error(400, "BadRequestException");
+        s.post(&views_url(&["db"]), &view_body(bad, &["db"], "SELECT 1"))
+            .await
+            .error(400, "BadRequestException");
+        s.post(
+            &format!("{V1}/views/rename"),
+            &json!({ "source": ident(&["db"], "v"), "destination": ident(&["db"], bad) }),
+        )
+        .await
+        .error(400, "BadRequestException");
+        s.post(
+            &format!("{}/register", ns_url(&["db"])),
+            &json!({ "name": bad, "metadata-location": "file:///nowhere.json" }),
+        )
+        .await
+        .error(400, "BadRequestException");
+    }
+    // In paths, percent-encoded.
+    for raw in ["a%09b", "a%0Ab", "a%00b", "a%7Fb"] {
+        s.get(&format!("{V1}/namespaces/{raw}"))
+            .await
+            .error(400, "BadRequestException");
+        s.get(&format!("{V1}/namespaces/db/tables/{raw}"))
+            .await
+            .error(400, "BadRequestException");
+        s.post(
+            &format!("{V1}/namespaces/db/tables/{raw}"),
+            &json!({ "requirements": [{ "type": "assert-create" }],
+                     "updates": [{ "action": "add-schema", "schema": schema() }] }),
+        )
+        .await
+        .error(400, "BadRequestException");
+    }
+    s.assert_unchanged(&before, "control characters").await;
+}
+
+#[tokio::test]
+async fn names_over_255_bytes_are_a_400() {
+    let (s, before) = populated().await;
+    let long = "x".repeat(256);
+    let long_multibyte = "é".repeat(128); // 256 bytes, 128 characters
+    for bad in [&long, &long_multibyte] {
+        s.post(
+            &format!("{V1}/namespaces"),
+            &json!({ "namespace": [bad], "properties": {} }),
+        )
+        .await
+        .error(400, "BadRequestException");
+        s.post(
+            &format!("{V1}/namespaces"),
+            &json!({ "namespace": ["db", bad], "properties": {} }),
+        )
+        .await
+        .error(400, "BadRequestException");
+        s.create_table_with(&["db"], json!({ "name": bad, "schema": schema() }))
+            .await
+            .error(400, "BadRequestException");
+        s.post(&views_url(&["db"]), &view_body(bad, &["db"], "SELECT 1"))
+            .await
+            .error(400, "BadRequestException");
+        s.post(
+            &format!("{V1}/tables/rename"),
+            &json!({ "source": ident(&["db"], "t"), "destination": ident(&["db"], bad) }),
+        )
+        .await
+        .error(400, "BadRequestException");
+        s.get(&table_url(&["db"], bad))
+            .await
+            .error(400, "BadRequestException");
+    }
+    s.assert_unchanged(&before, "long names").await;
+}
+
+#[tokio::test]
+async fn namespaces_deeper_than_32_levels_are_a_400() {
+    let s = Server::start().await;
+    let levels: Vec<String> = (0..33).map(|i| format!("l{i}")).collect();
+    let refs: Vec<&str> = levels.iter().map(String::as_str).collect();
+    // 32 levels are fine.
+    for depth in 1..=32 {
+        s.create_namespace(&refs[..depth]).await;
+    }
+    s.create_table(&refs[..32], "deep").await;
+    let before = s.state().await;
+
+    s.post(
+        &format!("{V1}/namespaces"),
+        &json!({ "namespace": refs, "properties": {} }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    let too_deep: Vec<&str> = (0..40).map(|_| "x").collect();
+    s.post(
+        &format!("{V1}/namespaces"),
+        &json!({ "namespace": too_deep, "properties": {} }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.get(&ns_url(&refs))
+        .await
+        .error(400, "BadRequestException");
+    s.create_table_with(&refs, json!({ "name": "x", "schema": schema() }))
+        .await
+        .error(400, "BadRequestException");
+    s.post(
+        &format!("{V1}/tables/rename"),
+        &json!({ "source": ident(&refs[..32], "deep"), "destination": ident(&refs, "deep") }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.get(&format!("{V1}/namespaces?parent={}", ns(&refs)))
+        .await
+        .error(400, "BadRequestException");
+    s.assert_unchanged(&before, "too deep namespaces").await;
+}
+
+// ---- limits and query parameters ------------------------------------------------------------
+
+#[tokio::test]
+async fn bodies_over_the_limit_are_a_413() {
+    let s = Server::start_with(|c| c.max_body_bytes = 4096).await;
+    s.create_namespace(&["db"]).await;
+    s.create_table(&["db"], "t").await; // well under the limit
+    let before = s.state().await;
+    let big = "x".repeat(8192);
+    let cases = [
+        (
+            format!("{V1}/namespaces"),
+            json!({ "namespace": ["big"], "properties": { "blob": big } }),
+        ),
+        (
+            tables_url(&["db"]),
+            json!({ "name": "big", "schema": schema(), "properties": { "blob": big } }),
+        ),
+        (
+            commit_url(),
+            json!({ "updates": [{ "action": "set-properties", "updates": { "blob": big } }] }),
+        ),
+        (
+            format!("{}/properties", ns_url(&["db"])),
+            json!({ "updates": { "blob": big } }),
+        ),
+        (
+            "/api/management/v1/catalogs".to_string(),
+            json!({ "catalog": { "name": "big", "properties": { "blob": big } } }),
+        ),
+    ];
+    for (path, body) in &cases {
+        s.post(path, body).await.error_status(413);
+    }
+    s.assert_unchanged(&before, "oversized bodies").await;
+    // Small requests still work afterwards.
+    s.set_table_properties(&["db"], "t", json!({ "small": "1" }))
+        .await;
+}
+
+#[tokio::test]
+async fn bad_page_sizes_and_tokens_are_a_400() {
+    let (s, before) = populated().await;
+    let lists = [
+        format!("{V1}/namespaces"),
+        tables_url(&["db"]),
+        views_url(&["db"]),
+    ];
+    for list in &lists {
+        for query in [
+            "pageSize=0",
+            "pageSize=abc",
+            "pageSize=-1",
+            "pageSize=1.5",
+            "pageToken=zz",
+            "pageToken=abc",
+            "pageToken=ff",
+            "pageToken=not-a-token&pageSize=2",
+        ] {
+            s.get(&format!("{list}?{query}"))
+                .await
+                .error(400, "BadRequestException");
+        }
+    }
+    s.assert_unchanged(&before, "bad page parameters").await;
+}
+
+#[tokio::test]
+async fn bad_snapshots_mode_is_a_400() {
+    let (s, before) = populated().await;
+    for mode in ["bogus", "ALLL", "1"] {
+        s.get(&format!("{}?snapshots={mode}", commit_url()))
+            .await
+            .error(400, "BadRequestException");
+    }
+    s.assert_unchanged(&before, "bad snapshots mode").await;
+}
+
+#[tokio::test]
+async fn bad_purge_flag_is_a_400_and_drops_nothing() {
+    let (s, before) = populated().await;
+    for flag in ["maybe", "yes", "1"] {
+        s.delete(&format!("{}?purgeRequested={flag}", commit_url()))
+            .await
+            .error(400, "BadRequestException");
+    }
+    s.assert_unchanged(&before, "bad purge flag").await;
+    s.head(&commit_url()).await.ok(204);
+}
+
+#[tokio::test]
+async fn property_in_both_removals_and_updates_is_a_422() {
+    let (s, before) = populated().await;
+    let message = s
+        .post(
+            &format!("{}/properties", ns_url(&["db"])),
+            &json!({ "removals": ["owner", "other"], "updates": { "owner": "bob", "new": "1" } }),
+        )
+        .await
+        .error(422, "UnprocessableEntityException");
+    assert!(message.contains("owner"), "{message}");
+    s.assert_unchanged(&before, "conflicting property update")
+        .await;
+    assert_eq!(
+        s.namespace_properties(&["db"]).await,
+        json!({ "owner": "ann" })
+    );
+}
+
+// ---- locations -----------------------------------------------------------------------------
+
+#[tokio::test]
+async fn locations_outside_the_catalog_are_forbidden() {
+    let (s, before) = populated().await;
+    let outside = format!("{}/t", s.outside());
+    let message = s
+        .create_table_with(
+            &["db"],
+            json!({ "name": "x", "schema": schema(), "location": outside }),
+        )
+        .await
+        .error(403, "ForbiddenException");
+    assert!(message.contains(&outside), "{message}");
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "x", "schema": schema(), "location": outside, "stage-create": true }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    // A sibling directory whose name merely starts like the base.
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "x", "schema": schema(), "location": format!("{}-evil/x", s.warehouse()) }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    s.post(
+        &views_url(&["db"]),
+        &json!({
+            "name": "w", "schema": schema(), "location": outside,
+            "view-version": view_version(1, &["db"], "SELECT 1"),
+        }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    // Moving an existing table or view out.
+    s.commit(
+        &["db"],
+        "t",
+        json!({ "updates": [{ "action": "set-location", "location": outside }] }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    s.commit(
+        &["db"],
+        "t",
+        json!({ "updates": [{ "action": "set-properties", "updates": { "write.metadata.path": format!("{outside}/md") } }] }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    s.post(
+        &view_url(&["db"], "v"),
+        &json!({ "updates": [{ "action": "set-location", "location": outside }] }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    // Creating one through a staged-create commit.
+    s.commit(
+        &["db"],
+        "staged",
+        json!({
+            "requirements": [{ "type": "assert-create" }],
+            "updates": [
+                { "action": "add-schema", "schema": schema() },
+                { "action": "set-location", "location": outside },
+            ],
+        }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    s.assert_unchanged(&before, "forbidden locations").await;
+    assert!(tree(&local_path(&s.outside())).is_empty());
+}
+
+#[tokio::test]
+async fn locations_with_dot_segments_are_a_400() {
+    let (s, before) = populated().await;
+    let base = s.warehouse();
+    for location in [
+        format!("{base}/../escape"),
+        format!("{base}/db/../../escape"),
+        format!("{base}/./x"),
+        format!("{base}/x/.."),
+        "relative/path".to_string(),
+        "s3://bucket/x".to_string(),
+    ] {
+        s.create_table_with(
+            &["db"],
+            json!({ "name": "x", "schema": schema(), "location": location }),
+        )
+        .await
+        .error(400, "BadRequestException");
+        s.commit(
+            &["db"],
+            "t",
+            json!({ "updates": [{ "action": "set-location", "location": location }] }),
+        )
+        .await
+        .error(400, "BadRequestException");
+    }
+    s.assert_unchanged(&before, "dot-dot locations").await;
+    assert!(!local_path(&s.warehouse())
+        .parent()
+        .unwrap()
+        .join("escape")
+        .exists());
+}
+
+#[tokio::test]
+async fn a_table_location_inside_another_tables_is_a_400() {
+    let (s, _) = populated().await;
+    let base = s.warehouse();
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "outer", "schema": schema(), "location": format!("{base}/shared/outer") }),
+    )
+    .await
+    .ok(200);
+    let before = s.state().await;
+    // Inside outer.
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "nested", "schema": schema(), "location": format!("{base}/shared/outer/nested") }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    // Exactly outer's location.
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "same", "schema": schema(), "location": format!("{base}/shared/outer/") }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    // Containing outer.
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "around", "schema": schema(), "location": format!("{base}/shared") }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    // An existing table moved inside outer.
+    s.commit(
+        &["db"],
+        "t",
+        json!({ "updates": [{ "action": "set-location", "location": format!("{base}/shared/outer/t") }] }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.assert_unchanged(&before, "overlapping locations").await;
+    // A sibling is fine.
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "sibling", "schema": schema(), "location": format!("{base}/shared/outer2") }),
+    )
+    .await
+    .ok(200);
+}
+
+// ---- commits -------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn failing_requirements_are_a_409_commit_failed() {
+    let (s, before) = populated().await;
+    let update = json!([{ "action": "set-properties", "updates": { "a": "b" } }]);
+    for requirement in [
+        json!({ "type": "assert-table-uuid", "uuid": "00000000-0000-0000-0000-000000000000" }),
+        json!({ "type": "assert-current-schema-id", "current-schema-id": 5 }),
+        json!({ "type": "assert-last-assigned-field-id", "last-assigned-field-id": 1 }),
+        json!({ "type": "assert-last-assigned-partition-id", "last-assigned-partition-id": 2000 }),
+        json!({ "type": "assert-default-spec-id", "default-spec-id": 3 }),
+        json!({ "type": "assert-default-sort-order-id", "default-sort-order-id": 3 }),
+        json!({ "type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": 42 }),
+        json!({ "type": "assert-create" }),
+    ] {
+        let message = s
+            .commit(
+                &["db"],
+                "t",
+                json!({ "requirements": [requirement], "updates": update }),
+            )
+            .await
+            .error(409, "CommitFailedException");
+        assert!(
+            message.starts_with("Requirement failed:"),
+            "{requirement}: {message}"
+        );
+    }
+    let view_uuid = s.load_view(&["db"], "v").await["metadata"]["view-uuid"].clone();
+    assert!(view_uuid.is_string());
+    let message = s
+        .post(
+            &view_url(&["db"], "v"),
+            &json!({
+                "requirements": [{ "type": "assert-view-uuid", "uuid": "00000000-0000-0000-0000-000000000000" }],
+                "updates": update,
+            }),
+        )
+        .await
+        .error(409, "CommitFailedException");
+    assert!(message.starts_with("Requirement failed:"), "{message}");
+    s.assert_unchanged(&before, "failed requirements").await;
+}
+
+#[tokio::test]
+async fn commits_to_missing_tables_are_a_404() {
+    let (s, before) = populated().await;
+    let set = json!({ "updates": [{ "action": "set-properties", "updates": { "a": "b" } }] });
+    s.commit(&["db"], "missing", set.clone())
+        .await
+        .error(404, "NoSuchTableException");
+    s.commit(&["nowhere"], "t", set.clone())
+        .await
+        .error(404, "NoSuchTableException");
+    // A view is not a table.
+    s.commit(&["db"], "v", set.clone())
+        .await
+        .error(404, "NoSuchTableException");
+    s.post(&view_url(&["db"], "missing"), &set)
+        .await
+        .error(404, "NoSuchViewException");
+    s.post(&view_url(&["db"], "t"), &set)
+        .await
+        .error(404, "NoSuchViewException");
+    s.post(
+        &format!("{V1}/transactions/commit"),
+        &json!({ "table-changes": [
+            { "identifier": ident(&["db"], "t"), "updates": set["updates"] },
+            { "identifier": ident(&["db"], "missing"), "updates": set["updates"] },
+        ] }),
+    )
+    .await
+    .error(404, "NoSuchTableException");
+    s.assert_unchanged(&before, "commits to missing tables")
+        .await;
+}
+
+#[tokio::test]
+async fn bad_commit_and_transaction_requests_are_a_400() {
+    let (s, before) = populated().await;
+    let updates = json!([{ "action": "set-properties", "updates": { "a": "b" } }]);
+    // The identifier in the body must match the path.
+    s.commit(
+        &["db"],
+        "t",
+        json!({ "identifier": ident(&["db"], "other"), "updates": updates }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.post(
+        &view_url(&["db"], "v"),
+        &json!({ "identifier": ident(&["db"], "other"), "updates": updates }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    let tx = format!("{V1}/transactions/commit");
+    for body in [
+        json!({ "table-changes": [] }),
+        json!({ "table-changes": [{ "updates": updates }] }),
+        json!({ "table-changes": [
+            { "identifier": ident(&["db"], "t"), "updates": updates },
+            { "identifier": ident(&["db"], "t"), "updates": updates },
+        ] }),
+    ] {
+        s.post(&tx, &body).await.error(400, "BadRequestException");
+    }
+    // Updates iceberg refuses to apply.
+    for update in [
+        json!({ "action": "set-current-schema", "schema-id": 99 }),
+        json!({ "action": "set-default-spec", "spec-id": 42 }),
+        json!({ "action": "upgrade-format-version", "format-version": 1 }),
+        json!({ "action": "add-schema", "schema": { "type": "struct", "schema-id": 1, "fields": [
+            { "id": 1, "name": "id", "required": true, "type": "long" },
+            { "id": 1, "name": "dup", "required": true, "type": "long" },
+        ] } }),
+    ] {
+        s.commit(&["db"], "t", json!({ "updates": [update] }))
+            .await
+            .error_status(400);
+    }
+    let created_without_schema = s
+        .commit(
+            &["db"],
+            "new",
+            json!({ "requirements": [{ "type": "assert-create" }], "updates": [] }),
+        )
+        .await;
+    created_without_schema.error(400, "BadRequestException");
+    s.assert_unchanged(&before, "bad commits").await;
+}
+
+// ---- not found and conflicts ---------------------------------------------------------------
+
+#[tokio::test]
+async fn loading_a_table_in_a_missing_namespace_is_no_such_table() {
+    let (s, before) = populated().await;
+    // Spark relies on NoSuchTableException here, not NoSuchNamespaceException.
+    s.get(&table_url(&["nowhere"], "t"))
+        .await
+        .error(404, "NoSuchTableException");
+    s.get(&table_url(&["db", "nowhere"], "t"))
+        .await
+        .error(404, "NoSuchTableException");
+    s.get(&format!("{}/credentials", table_url(&["nowhere"], "t")))
+        .await
+        .error(404, "NoSuchTableException");
+    assert_eq!(s.head(&table_url(&["nowhere"], "t")).await.status, 404);
+    s.get(&view_url(&["nowhere"], "v"))
+        .await
+        .error(404, "NoSuchViewException");
+    s.assert_unchanged(&before, "loads in missing namespaces")
+        .await;
+}
+
+#[tokio::test]
+async fn creating_in_a_missing_namespace_is_no_such_namespace() {
+    let (s, before) = populated().await;
+    s.create_table_with(&["nowhere"], json!({ "name": "t", "schema": schema() }))
+        .await
+        .error(404, "NoSuchNamespaceException");
+    s.create_table_with(
+        &["nowhere"],
+        json!({ "name": "t", "schema": schema(), "stage-create": true }),
+    )
+    .await
+    .error(404, "NoSuchNamespaceException");
+    s.post(
+        &views_url(&["nowhere"]),
+        &view_body("v", &["nowhere"], "SELECT 1"),
+    )
+    .await
+    .error(404, "NoSuchNamespaceException");
+    s.post(
+        &format!("{V1}/namespaces"),
+        &json!({ "namespace": ["nowhere", "child"], "properties": {} }),
+    )
+    .await
+    .error(404, "NoSuchNamespaceException");
+    s.commit(
+        &["nowhere"],
+        "t",
+        json!({
+            "requirements": [{ "type": "assert-create" }],
+            "updates": [{ "action": "add-schema", "schema": schema() }],
+        }),
+    )
+    .await
+    .error(404, "NoSuchNamespaceException");
+    for list in [tables_url(&["nowhere"]), views_url(&["nowhere"])] {
+        s.get(&list).await.error(404, "NoSuchNamespaceException");
+    }
+    s.get(&format!("{V1}/namespaces?parent=nowhere"))
+        .await
+        .error(404, "NoSuchNamespaceException");
+    s.get(&ns_url(&["nowhere"]))
+        .await
+        .error(404, "NoSuchNamespaceException");
+    s.delete(&ns_url(&["nowhere"]))
+        .await
+        .error(404, "NoSuchNamespaceException");
+    s.post(
+        &format!("{}/properties", ns_url(&["nowhere"])),
+        &json!({ "updates": { "a": "b" } }),
+    )
+    .await
+    .error(404, "NoSuchNamespaceException");
+    s.post(
+        &format!("{V1}/tables/rename"),
+        &json!({ "source": ident(&["db"], "t"), "destination": ident(&["nowhere"], "t") }),
+    )
+    .await
+    .error(404, "NoSuchNamespaceException");
+    s.post(
+        &format!("{V1}/views/rename"),
+        &json!({ "source": ident(&["db"], "v"), "destination": ident(&["nowhere"], "v") }),
+    )
+    .await
+    .error(404, "NoSuchNamespaceException");
+    s.assert_unchanged(&before, "creates in missing namespaces")
+        .await;
+}
+
+#[tokio::test]
+async fn missing_objects_and_duplicates() {
+    let (s, before) = populated().await;
+    s.delete(&table_url(&["db"], "missing"))
+        .await
+        .error(404, "NoSuchTableException");
+    s.delete(&view_url(&["db"], "missing"))
+        .await
+        .error(404, "NoSuchViewException");
+    s.post(
+        &format!("{V1}/tables/rename"),
+        &json!({ "source": ident(&["db"], "missing"), "destination": ident(&["db"], "x") }),
+    )
+    .await
+    .error(404, "NoSuchTableException");
+    s.post(
+        &format!("{V1}/views/rename"),
+        &json!({ "source": ident(&["db"], "missing"), "destination": ident(&["db"], "x") }),
+    )
+    .await
+    .error(404, "NoSuchViewException");
+    s.post(
+        &format!("{V1}/namespaces"),
+        &json!({ "namespace": ["db"], "properties": {} }),
+    )
+    .await
+    .error(409, "AlreadyExistsException");
+    s.assert_unchanged(&before, "missing objects and a duplicate namespace")
+        .await;
+    s.create_table_with(&["db"], json!({ "name": "t2", "schema": schema() }))
+        .await
+        .ok(200);
+    let after_t2 = s.state().await;
+    s.post(
+        &format!("{V1}/tables/rename"),
+        &json!({ "source": ident(&["db"], "t"), "destination": ident(&["db"], "t2") }),
+    )
+    .await
+    .error(409, "AlreadyExistsException");
+    s.assert_unchanged(&after_t2, "rename onto an existing table")
+        .await;
+    s.delete(&table_url(&["db"], "t2")).await.ok(204);
+}
+
+#[tokio::test]
+async fn registering_a_bad_metadata_file_is_rejected() {
+    let (s, _) = populated().await;
+    let junk = format!("{}/junk.json", s.warehouse());
+    std::fs::write(local_path(&junk), "{\"not\": \"metadata\"}").unwrap();
+    let before = s.state().await;
+    for (path, location) in [
+        (format!("{}/register", ns_url(&["db"])), junk.clone()),
+        (format!("{}/register-view", ns_url(&["db"])), junk.clone()),
+    ] {
+        s.post(
+            &path,
+            &json!({ "name": "r", "metadata-location": location }),
+        )
+        .await
+        .error(400, "BadRequestException");
+    }
+    for path in [
+        format!("{}/register", ns_url(&["db"])),
+        format!("{}/register-view", ns_url(&["db"])),
+    ] {
+        let r = s
+            .post(
+                &path,
+                &json!({ "name": "r", "metadata-location": format!("{}/gone.json", s.warehouse()) }),
+            )
+            .await;
+        assert!(matches!(r.status, 400 | 404), "{}: {}", r.what, r.body);
+        r.error_status(r.status);
+    }
+    // A table's metadata cannot be registered as a view, nor the other way round.
+    let table_file = s.load_table(&["db"], "t").await["metadata-location"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let view_file = s.load_view(&["db"], "v").await["metadata-location"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    s.post(
+        &format!("{}/register-view", ns_url(&["db"])),
+        &json!({ "name": "r", "metadata-location": table_file }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    s.post(
+        &format!("{}/register", ns_url(&["db"])),
+        &json!({ "name": "r", "metadata-location": view_file }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    // Registering into a missing namespace.
+    s.post(
+        &format!("{}/register", ns_url(&["nowhere"])),
+        &json!({ "name": "r", "metadata-location": table_file }),
+    )
+    .await
+    .error(404, "NoSuchNamespaceException");
+    s.assert_unchanged(&before, "bad registrations").await;
+}
+
+// ---- routing -------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn unknown_catalog_prefixes_are_a_404() {
+    let (s, before) = populated().await;
+    let p = "/v1/no-such-catalog";
+    for r in [
+        s.get(&format!("{p}/namespaces")).await,
+        s.post(
+            &format!("{p}/namespaces"),
+            &json!({ "namespace": ["x"], "properties": {} }),
+        )
+        .await,
+        s.get(&format!("{p}/namespaces/db")).await,
+        s.get(&format!("{p}/namespaces/db/tables")).await,
+        s.get(&format!("{p}/namespaces/db/tables/t")).await,
+        s.post(
+            &format!("{p}/namespaces/db/tables"),
+            &json!({ "name": "t", "schema": schema() }),
+        )
+        .await,
+        s.delete(&format!("{p}/namespaces/db/tables/t")).await,
+        s.get(&format!("{p}/namespaces/db/views/v")).await,
+        s.post(
+            &format!("{p}/tables/rename"),
+            &json!({ "source": ident(&["db"], "t"), "destination": ident(&["db"], "u") }),
+        )
+        .await,
+        s.post(
+            &format!("{p}/transactions/commit"),
+            &json!({ "table-changes": [{ "identifier": ident(&["db"], "t"), "updates": [] }] }),
+        )
+        .await,
+        s.get("/api/catalog/v1/no-such-catalog/namespaces").await,
+    ] {
+        r.error_status(404);
+    }
+    s.get(&format!("{p}/namespaces"))
+        .await
+        .error(404, "NotFoundException");
+    s.assert_unchanged(&before, "unknown prefixes").await;
+}
+
+#[tokio::test]
+async fn unknown_routes_are_a_404_with_an_error_body() {
+    let (s, before) = populated().await;
+    for path in [
+        "/",
+        "/nope",
+        "/v2/config",
+        "/v1/default/nope",
+        "/v1/default/namespaces/db/tables/t/nope",
+        "/v1/default/namespaces/db/frobs",
+        "/api/management/v1/nope",
+        "/api/management/v2/catalogs",
+    ] {
+        s.get(path).await.error(404, "NotFoundException");
+        s.post(path, &json!({}))
+            .await
+            .error(404, "NotFoundException");
+    }
+    // Known routes with the wrong method.
+    let r = s
+        .call(reqwest::Method::PUT, &format!("{V1}/namespaces"), None)
+        .await;
+    r.error_status(405);
+    let r = s.delete("/v1/config").await;
+    r.error_status(405);
+    s.assert_unchanged(&before, "unknown routes").await;
+}
+
+#[tokio::test]
+async fn registering_a_metadata_file_outside_the_catalog_is_forbidden() {
+    let (s, _) = populated().await;
+    let table = s.load_table(&["db"], "t").await;
+    let inside = table["metadata-location"].as_str().unwrap().to_string();
+    s.delete(&table_url(&["db"], "t")).await.ok(204);
+    // A copy of a valid metadata file (whose table location is inside the catalog) placed
+    // outside the catalog's allowed locations.
+    let outside = format!("{}/copy.metadata.json", s.outside());
+    std::fs::copy(local_path(&inside), local_path(&outside)).unwrap();
+    let before = s.state().await;
+    s.post(
+        &format!("{}/register", ns_url(&["db"])),
+        &json!({ "name": "t", "metadata-location": outside }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    s.assert_unchanged(&before, "registering a file outside the catalog")
+        .await;
+    // The file inside the catalog registers fine.
+    s.post(
+        &format!("{}/register", ns_url(&["db"])),
+        &json!({ "name": "t", "metadata-location": inside }),
+    )
+    .await
+    .ok(200);
+}
+
+#[tokio::test]
+async fn bad_catalog_definitions_are_a_400() {
+    let (s, before) = populated().await;
+    let catalogs = "/api/management/v1/catalogs";
+    let base = format!("file://{}/c", s.data_dir().display());
+    for catalog in [
+        json!({ "name": "a/b", "properties": { "default-base-location": base } }),
+        json!({ "name": "", "properties": { "default-base-location": base } }),
+        json!({ "name": "system$", "properties": { "default-base-location": base } }),
+        json!({ "name": "tab\there", "properties": { "default-base-location": base } }),
+        json!({ "name": "ext", "type": "EXTERNAL", "properties": { "default-base-location": base } }),
+        json!({ "name": "dots", "properties": { "default-base-location": format!("{base}/../up") } }),
+        json!({ "name": "s3", "properties": { "default-base-location": "s3://bucket/x" } }),
+        json!({ "name": "allowed", "properties": { "default-base-location": base },
+                "storageConfigInfo": { "storageType": "FILE", "allowedLocations": "file:///x" } }),
+        json!({ "name": "allowed2", "properties": { "default-base-location": base },
+                "storageConfigInfo": { "storageType": "FILE", "allowedLocations": [5] } }),
+        json!({ "name": "allowed3", "properties": { "default-base-location": base },
+                "storageConfigInfo": { "storageType": "FILE", "allowedLocations": ["file:///x/../y"] } }),
+    ] {
+        s.post(catalogs, &json!({ "catalog": catalog }))
+            .await
+            .error(400, "BadRequestException");
+    }
+    let listed = s.get(catalogs).await.ok(200).json();
+    assert_eq!(listed["catalogs"].as_array().unwrap().len(), 1, "{listed}");
+    // Bad updates change nothing either.
+    let current = s.get(&format!("{catalogs}/default")).await.ok(200).json();
+    for update in [
+        json!({ "properties": { "default-base-location": "relative" } }),
+        json!({ "storageConfigInfo": { "storageType": "FILE", "allowedLocations": [1] } }),
+        json!({ "currentEntityVersion": "one" }),
+    ] {
+        s.put(&format!("{catalogs}/default"), &update)
+            .await
+            .error(400, "BadRequestException");
+    }
+    assert_eq!(
+        s.get(&format!("{catalogs}/default")).await.ok(200).json(),
+        current
+    );
+    s.assert_unchanged(&before, "bad catalog definitions").await;
+}
+
+#[tokio::test]
+async fn registering_a_view_file_outside_the_catalog_is_forbidden() {
+    let (s, _) = populated().await;
+    let view = s.load_view(&["db"], "v").await;
+    let inside = view["metadata-location"].as_str().unwrap().to_string();
+    s.delete(&view_url(&["db"], "v")).await.ok(204);
+    let outside = format!("{}/copy.metadata.json", s.outside());
+    std::fs::copy(local_path(&inside), local_path(&outside)).unwrap();
+    let before = s.state().await;
+    s.post(
+        &format!("{}/register-view", ns_url(&["db"])),
+        &json!({ "name": "v", "metadata-location": outside }),
+    )
+    .await
+    .error(403, "ForbiddenException");
+    s.assert_unchanged(&before, "registering a view file outside the catalog")
+        .await;
+    s.post(
+        &format!("{}/register-view", ns_url(&["db"])),
+        &json!({ "name": "v", "metadata-location": inside }),
+    )
+    .await
+    .ok(200);
+}
