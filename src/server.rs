@@ -10,7 +10,9 @@ use tokio::net::TcpListener;
 
 use crate::catalog::{Catalog, CatalogSettings};
 use crate::http::{self, AppState, HttpSettings};
+use crate::store::postgres::{PostgresSettings, PostgresStore};
 use crate::store::sqlite::SqliteStore;
+use crate::store::Store;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -22,6 +24,8 @@ pub struct ServerConfig {
     pub default_catalog: String,
     pub fsync: bool,
     pub max_body_bytes: usize,
+    /// PostgreSQL instead of the embedded store: several nodes can share it.
+    pub postgres: Option<PostgresSettings>,
 }
 
 impl ServerConfig {
@@ -32,6 +36,7 @@ impl ServerConfig {
             default_catalog: "default".into(),
             fsync: true,
             max_body_bytes: 16 * 1024 * 1024,
+            postgres: None,
         }
     }
 }
@@ -52,9 +57,12 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<(axum::Router, AppSt
             absolute(&data_dir.join("warehouse"))?.display()
         ),
     };
-    let store = SqliteStore::open(&data_dir.join("catalog.db"))?;
+    let store: Arc<dyn Store> = match &config.postgres {
+        Some(settings) => Arc::new(PostgresStore::open(settings).await?),
+        None => Arc::new(SqliteStore::open(&data_dir.join("catalog.db"))?),
+    };
     let catalog = Catalog::new(
-        Arc::new(store),
+        store,
         CatalogSettings {
             warehouse_root: warehouse,
             fsync: config.fsync,

@@ -230,6 +230,7 @@ impl Catalog {
             ),
             metadata: json,
             location: canonical,
+            check_location: true,
         };
         let writes = self
             .commit_with_retry(
@@ -343,7 +344,7 @@ impl Catalog {
     ) -> CatalogResult<Option<ObjectWrite>> {
         let ident = &change.ident;
         let current = self.store.load_object(catalog, ident).await?;
-        let (metadata, expected) = match current {
+        let (metadata, expected, previous_location) = match current {
             Some(object) if object.kind == ObjectKind::View => {
                 return Err(
                     if change.requirements.contains(&TableRequirement::NotExist) {
@@ -370,10 +371,11 @@ impl Catalog {
                         ident,
                     ))
                 })?;
-                (metadata, None)
+                (metadata, None, None)
             }
             Some(object) => {
                 let base = parse_metadata(&object.metadata)?;
+                let previous_location = base.location().to_string();
                 check_table_requirements(&change.requirements, Some(&base)).map_err(
                     |e| match e {
                         CatalogError::NotFound { .. } => object_missing(ObjectKind::Table, ident),
@@ -385,7 +387,11 @@ impl Catalog {
                 }
                 let metadata =
                     apply_table_updates(base, &object.metadata_location, change.updates.clone())?;
-                (metadata, Some(object.metadata_location))
+                (
+                    metadata,
+                    Some(object.metadata_location),
+                    Some(previous_location),
+                )
             }
         };
         let canonical = check_allowed(catalog_record, metadata.location())?;
@@ -401,6 +407,7 @@ impl Catalog {
             expected_metadata_location: expected,
             metadata: metadata_json(&metadata)?,
             location: canonical,
+            check_location: previous_location.as_deref() != Some(metadata.location()),
         }))
     }
 
@@ -476,6 +483,7 @@ impl Catalog {
             metadata_location: metadata_location.to_string(),
             metadata: json.clone(),
             location: canonical,
+            check_location: true,
         };
         match self.store.commit_objects(catalog, &[write]).await {
             Ok(()) => Ok(LoadedTable {

@@ -113,6 +113,7 @@ impl Catalog {
             ),
             metadata: metadata_json(&metadata)?,
             location: canonical,
+            check_location: true,
         };
         let mut writes = self
             .commit_with_retry(
@@ -161,6 +162,7 @@ impl Catalog {
                     let base = parse_view_metadata(&object.metadata)?;
                     check_view_requirements(&requirements, &base)?;
                     let log_len = base.history().len();
+                    let previous_location = base.location().to_string();
                     let metadata = apply_view_updates(base, updates.clone())?;
                     let canonical = check_allowed(&catalog_record, metadata.location())?;
                     Ok(vec![ObjectWrite {
@@ -178,6 +180,7 @@ impl Catalog {
                         expected_metadata_location: Some(object.metadata_location),
                         metadata: metadata_json(&metadata)?,
                         location: canonical,
+                        check_location: previous_location != metadata.location(),
                     }])
                 },
             )
@@ -231,6 +234,7 @@ impl Catalog {
             metadata_location: metadata_location.to_string(),
             metadata: metadata_json(&metadata)?,
             location: canonical,
+            check_location: true,
         };
         match self
             .store

@@ -1,5 +1,6 @@
 //! The `floe` command line: one subcommand per file.
 
+pub mod migrate;
 pub mod serve;
 
 use clap::{Parser, Subcommand};
@@ -19,12 +20,15 @@ pub struct Cli {
 pub enum Command {
     /// Run the catalog server.
     Serve(serve::ServeArgs),
+    /// Create or upgrade the PostgreSQL schema (safe to run from several nodes at once).
+    Migrate(migrate::MigrateArgs),
 }
 
 impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Serve(args) => serve::run(args).await,
+            Command::Migrate(args) => migrate::run(args).await,
         }
     }
 }

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
 use crate::server::{self, ServerConfig};
+use crate::store::postgres::PostgresSettings;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -31,6 +32,16 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "FLOE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// PostgreSQL URL (postgres://user:pass@host:port/db) to keep the catalog in, instead
+    /// of the embedded store; several nodes can share one database.
+    #[arg(long, env = "FLOE_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Most database connections this node opens.
+    #[arg(long, env = "FLOE_DB_POOL_SIZE", default_value_t = 10)]
+    pub db_pool_size: usize,
+    /// Milliseconds a request waits for a database connection before failing with 503.
+    #[arg(long, env = "FLOE_DB_TIMEOUT_MS", default_value_t = 5000)]
+    pub db_timeout_ms: u64,
     /// Log filter, e.g. `info`, `warn`, `floe=debug`.
     #[arg(long, env = "FLOE_LOG", default_value = "info")]
     pub log: String,
@@ -65,6 +76,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         default_catalog: args.default_catalog.clone(),
         fsync: args.fsync,
         max_body_bytes: args.max_body_bytes,
+        postgres: args.database_url.as_ref().map(|url| PostgresSettings {
+            url: url.clone(),
+            pool_size: args.db_pool_size,
+            timeout: std::time::Duration::from_millis(args.db_timeout_ms),
+        }),
     };
     let (router, _state) = server::build(&config).await?;
     let listener = TcpListener::bind(args.bind)
@@ -74,12 +90,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // What a user needs to connect, printed once on start.
     eprintln!(
         "Floe is serving the Iceberg REST catalog at http://{addr}\n  \
-         default catalog (warehouse): {}\n  data directory: {}\n  \
+         default catalog (warehouse): {}\n  store: {}\n  \
          PyIceberg: load_catalog(\"floe\", type=\"rest\", uri=\"http://{addr}\", warehouse=\"{}\")\n  \
          Spark: spark.sql.catalog.floe.type=rest, spark.sql.catalog.floe.uri=http://{addr}, spark.sql.catalog.floe.warehouse={}\n  \
          No authentication is configured: bind to a trusted interface only.",
         args.default_catalog,
-        args.data_dir.display(),
+        match &args.database_url {
+            Some(_) => "PostgreSQL (--database-url)".to_string(),
+            None => format!("embedded, in {}", args.data_dir.display()),
+        },
         args.default_catalog,
         args.default_catalog,
     );

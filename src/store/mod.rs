@@ -9,6 +9,7 @@
 //! location, so a store only needs single-row conditional updates inside one transaction;
 //! unrelated entities never contend.
 
+pub mod postgres;
 pub mod sqlite;
 
 use std::collections::BTreeMap;
@@ -108,6 +109,9 @@ pub struct ObjectWrite {
     /// may contain or lie inside another's (checked by the store inside the same
     /// transaction), so purging a table deletes nothing of another object.
     pub location: String,
+    /// Whether `location` is new for this object (a create, or a commit that moved it):
+    /// only then must the store check it against other objects' locations.
+    pub check_location: bool,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -688,11 +688,13 @@ impl Store for SqliteStore {
                         }
                     }
                 }
-                if let Some(other) = overlapping_object(tx, id, &w.location, &w.ident)? {
-                    return Err(StoreError::LocationOverlap {
-                        location: w.location.clone(),
-                        other,
-                    });
+                if w.check_location {
+                    if let Some(other) = overlapping_object(tx, id, &w.location, &w.ident)? {
+                        return Err(StoreError::LocationOverlap {
+                            location: w.location.clone(),
+                            other,
+                        });
+                    }
                 }
             }
             Ok(())

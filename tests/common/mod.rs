@@ -19,6 +19,25 @@ pub const CATALOG: &str = "default";
 /// REST prefix of the default catalog.
 pub const V1: &str = "/v1/default";
 
+/// With `FLOE_TEST_DATABASE_URL` set, every test server keeps its state in PostgreSQL, in
+/// a fresh schema of its own (so tests stay independent and can run in parallel).
+pub async fn postgres_for_test() -> Option<floe::store::postgres::PostgresSettings> {
+    let url = std::env::var("FLOE_TEST_DATABASE_URL").ok()?;
+    let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to FLOE_TEST_DATABASE_URL");
+    tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("create a test schema");
+    let separator = if url.contains('?') { '&' } else { '?' };
+    Some(floe::store::postgres::PostgresSettings::new(format!(
+        "{url}{separator}options=-csearch_path%3D{schema}"
+    )))
+}
+
 /// A running server; shut down when dropped.
 pub struct Server {
     pub base: String,
@@ -37,6 +56,9 @@ impl Server {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut config = floe::server::ServerConfig::new(dir.path().join("data"));
         config.fsync = false;
+        if let Some(settings) = postgres_for_test().await {
+            config.postgres = Some(settings);
+        }
         configure(&mut config);
         let (router, _state) = floe::server::build(&config).await.expect("server builds");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

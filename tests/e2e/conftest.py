@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import uuid
 import tempfile
 import time
 from pathlib import Path
@@ -53,6 +54,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def fresh_database() -> str | None:
+    """A new, empty database next to FLOE_TEST_DATABASE_URL's, or None without it."""
+    base = os.environ.get("FLOE_TEST_DATABASE_URL")
+    if not base:
+        return None
+    name = f"floe_e2e_{uuid.uuid4().hex[:16]}"
+    subprocess.run(["psql", "-q", base, "-c", f"CREATE DATABASE {name}"], check=True)
+    return base.rsplit("/", 1)[0] + "/" + name
+
+
 class FloeServer:
     """One Floe process at a time on a fixed data dir."""
 
@@ -60,6 +71,9 @@ class FloeServer:
         self.binary = binary
         self.data_dir = data_dir
         self.log_path = log_path
+        # With FLOE_TEST_DATABASE_URL, the server keeps its state in a fresh PostgreSQL
+        # database of its own (kept across restarts of this server).
+        self.database_url = fresh_database()
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -85,7 +99,8 @@ class FloeServer:
                 log.flush()
                 self.proc = subprocess.Popen(
                     [str(self.binary), "serve", "--bind", f"127.0.0.1:{p}",
-                     "--data-dir", str(self.data_dir)],
+                     "--data-dir", str(self.data_dir)]
+                    + (["--database-url", self.database_url] if self.database_url else []),
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                     env={**os.environ, "NO_COLOR": "1"}, start_new_session=True,
                 )

@@ -140,12 +140,21 @@ PY
   fi
 }
 
+# With FLOE_TEST_DATABASE_URL, the server keeps its state in a fresh PostgreSQL database.
+STORE_ARGS=()
+if [[ -n "${FLOE_TEST_DATABASE_URL:-}" ]]; then
+  rck_db="floe_rck_$(date +%s)_$$"
+  psql -q "$FLOE_TEST_DATABASE_URL" -c "CREATE DATABASE $rck_db" || die "could not create database $rck_db"
+  STORE_ARGS=(--database-url "${FLOE_TEST_DATABASE_URL%/*}/$rck_db")
+  log "store: PostgreSQL database $rck_db"
+fi
+
 # A free port can be taken between probing and binding: try a few ports.
 started=0
 for attempt in 1 2 3; do
   PORT="$(free_port)"
   log "starting $FLOE_BIN serve --bind 127.0.0.1:$PORT --data-dir $DATA_DIR (attempt $attempt)"
-  NO_COLOR=1 "$FLOE_BIN" serve --bind "127.0.0.1:$PORT" --data-dir "$DATA_DIR" >>"$SERVER_LOG" 2>&1 &
+  NO_COLOR=1 "$FLOE_BIN" serve --bind "127.0.0.1:$PORT" --data-dir "$DATA_DIR" "${STORE_ARGS[@]}" >>"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
   deadline=$((SECONDS + HEALTH_TIMEOUT))
   while ((SECONDS < deadline)); do
