@@ -5,6 +5,8 @@
 #   scripts/pg-cluster.sh start DIR PORT   # prints the database URL
 #   scripts/pg-cluster.sh stop DIR
 #   scripts/pg-cluster.sh restart DIR      # fast shutdown and start again (fault tests)
+#   scripts/pg-cluster.sh down DIR         # stop, keeping the data (fault tests)
+#   scripts/pg-cluster.sh up DIR           # start again after down
 #
 # Installs Debian's postgresql when no server binaries are found. As root, the cluster
 # runs as the 'postgres' user (PostgreSQL refuses to run as root).
@@ -53,6 +55,13 @@ case "$cmd" in
   restart)
     as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 restart \
       -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300" >&2
+    ;;
+  down)
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >&2
+    ;;
+  up)
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
+      -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300" start >&2
     ;;
   *)
     echo "unknown command $cmd" >&2

@@ -240,18 +240,35 @@ impl PostgresStore {
     }
 
     /// Applies missing migrations; safe when several nodes run it at once (they queue on
-    /// a session advisory lock) and when run again (applied versions are skipped).
+    /// a transaction-scoped advisory lock, which, unlike a session lock, also holds
+    /// behind PgBouncer in transaction mode) and when run again (applied versions are
+    /// skipped). All of it is one transaction: DDL in PostgreSQL is transactional.
     pub async fn migrate(&self) -> anyhow::Result<usize> {
-        let client = self.client().await.map_err(|e| anyhow::anyhow!("{e}"))?;
-        client
-            .batch_execute(&format!("SELECT pg_advisory_lock({MIGRATION_LOCK})"))
-            .await?;
-        let result = apply_migrations(&client).await;
-        let unlock = client
-            .batch_execute(&format!("SELECT pg_advisory_unlock({MIGRATION_LOCK})"))
-            .await;
-        let applied = result?;
-        unlock?;
+        let mut client = self.client().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let tx = client.transaction().await?;
+        tx.batch_execute(&format!(
+            "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
+             CREATE TABLE IF NOT EXISTS floe_migrations (
+                 version    INTEGER PRIMARY KEY,
+                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+             );"
+        ))
+        .await?;
+        let done: i32 = tx
+            .query_typed_one("SELECT COALESCE(MAX(version), 0) FROM floe_migrations", &[])
+            .await?
+            .get(0);
+        let mut applied = 0;
+        for (i, migration) in MIGRATIONS.iter().enumerate().skip(done as usize) {
+            let version = i as i32 + 1;
+            tx.batch_execute(&format!(
+                "{migration}; INSERT INTO floe_migrations (version) VALUES ({version});"
+            ))
+            .await
+            .with_context(|| format!("applying migration {version}"))?;
+            applied += 1;
+        }
+        tx.commit().await?;
         Ok(applied)
     }
 
@@ -283,33 +300,6 @@ impl PostgresStore {
         }
         unreachable!("the loop returns on its last attempt")
     }
-}
-
-async fn apply_migrations(client: &Object) -> anyhow::Result<usize> {
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS floe_migrations (
-                 version    INTEGER PRIMARY KEY,
-                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
-             )",
-        )
-        .await?;
-    let done: i32 = client
-        .query_one("SELECT COALESCE(MAX(version), 0) FROM floe_migrations", &[])
-        .await?
-        .get(0);
-    let mut applied = 0;
-    for (i, migration) in MIGRATIONS.iter().enumerate().skip(done as usize) {
-        let version = i as i32 + 1;
-        client
-            .batch_execute(&format!(
-                "BEGIN; {migration}; INSERT INTO floe_migrations (version) VALUES ({version}); COMMIT;"
-            ))
-            .await
-            .with_context(|| format!("applying migration {version}"))?;
-        applied += 1;
-    }
-    Ok(applied)
 }
 
 async fn catalog_id(client: &impl GenericClient, catalog: &str) -> Attempt<i64> {
