@@ -18,12 +18,16 @@
 #
 # Optional environment: FLOE_BIN (server binary, default target/release/floe),
 # SKIP_RCK=1, SKIP_E2E=1 (skip those steps; reported as skipped), PYTEST_ARGS,
+# FLOE_TEST_STORES ("embedded postgres" by default: after the embedded-store run, the
+# catalog tests run again on PostgreSQL; "embedded" leaves PostgreSQL out),
 # E2E_TIMEOUT (seconds, default 1800); tests/rck/run.sh documents its own.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export FLOE_BIN="${FLOE_BIN:-$ROOT/target/release/floe}"
+# The first pass is on the embedded store whatever the caller's environment says.
+unset FLOE_TEST_DATABASE_URL FLOE_TEST_PG_DIR FLOE_DATABASE_URL
 VENV="$ROOT/.cache/venv"
 
 passed=0
@@ -195,11 +199,12 @@ setup_venv() {
     | grep -iE '^(pyiceberg|pyiceberg-core|pyarrow|pytest|requests)==' || true
 }
 
+# run_pytest [DIR]: the e2e suite by default.
 run_pytest() {
-  local rc=0
+  local rc=0 suite="${1:-$ROOT/tests/e2e}"
   # shellcheck disable=SC2086 # PYTEST_ARGS is split on purpose
   timeout --kill-after=30 "${E2E_TIMEOUT:-1800}" \
-    "$VENV/bin/python" -m pytest "$ROOT/tests/e2e" -ra ${PYTEST_ARGS:-} || rc=$?
+    "$VENV/bin/python" -m pytest "$suite" -ra ${PYTEST_ARGS:-} || rc=$?
   case "$rc" in
     5) echo "pytest collected no tests" >&2 ;;
     124 | 137) echo "pytest timed out after ${E2E_TIMEOUT:-1800}s" >&2 ;;
@@ -207,6 +212,7 @@ run_pytest() {
   return "$rc"
 }
 
+venv_ok=0
 if [[ "${SKIP_E2E:-0}" == 1 ]]; then
   skip_step "e2e venv" "SKIP_E2E=1"
   skip_step "pytest tests/e2e" "SKIP_E2E=1"
@@ -219,6 +225,55 @@ else
     skip_step "pytest tests/e2e" "venv setup failed"
   else
     run_step "pytest tests/e2e (FLOE_BIN=$FLOE_BIN)" run_pytest || true
+  fi
+fi
+
+# ---------------------------------------------------------------------------
+# The same catalog tests on PostgreSQL, plus several nodes, faults and PgBouncer.
+# FLOE_TEST_STORES chooses the stores: "embedded postgres" (default), or one of them.
+# ---------------------------------------------------------------------------
+PG_DIR=""
+PGB_DIR=""
+stop_databases() {
+  [[ -n "$PGB_DIR" ]] && bash "$ROOT/scripts/pgbouncer.sh" stop "$PGB_DIR" || true
+  [[ -n "$PG_DIR" ]] && bash "$ROOT/scripts/pg-cluster.sh" stop "$PG_DIR" || true
+}
+trap stop_databases EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+start_postgres() {
+  PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-pg.XXXXXX")"
+  PG_PORT="$(free_port)"
+  FLOE_TEST_DATABASE_URL="$(bash "$ROOT/scripts/pg-cluster.sh" start "$PG_DIR" "$PG_PORT")" || return 1
+  export FLOE_TEST_DATABASE_URL FLOE_TEST_PG_DIR="$PG_DIR"
+  echo "PostgreSQL: $FLOE_TEST_DATABASE_URL ($PG_DIR)"
+}
+
+rck_through_pgbouncer() {
+  PGB_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-pgbouncer.XXXXXX")"
+  local url
+  url="$(bash "$ROOT/scripts/pgbouncer.sh" start "$PGB_DIR" "$(free_port)" "$PG_PORT")" || return 1
+  echo "PgBouncer (transaction pooling): $url"
+  FLOE_TEST_DATABASE_URL="$url" "$ROOT/tests/rck/run.sh"
+}
+
+if [[ " ${FLOE_TEST_STORES:-embedded postgres} " == *" postgres "* ]]; then
+  if ((!build_ok)); then
+    skip_step "PostgreSQL tests" "no server binary"
+  elif run_step "start a throwaway PostgreSQL cluster" start_postgres; then
+    run_step "HTTP tests on PostgreSQL" \
+      cargo test --release "${locked[@]}" --test http_api --test http_errors || true
+    run_step "Iceberg REST Compatibility Kit on PostgreSQL" "$ROOT/tests/rck/run.sh" || true
+    if [[ "${SKIP_E2E:-0}" == 1 ]] || ((!venv_ok)); then
+      skip_step "pytest on PostgreSQL" "SKIP_E2E=1 or no venv"
+    else
+      run_step "pytest tests/e2e on PostgreSQL" run_pytest || true
+      run_step "pytest tests/multinode (several nodes, faults)" run_pytest "$ROOT/tests/multinode" || true
+    fi
+    run_step "Iceberg REST Compatibility Kit through PgBouncer" rck_through_pgbouncer || true
   fi
 fi
 
