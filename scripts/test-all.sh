@@ -271,7 +271,9 @@ if [[ " ${FLOE_TEST_STORES:-embedded postgres} " == *" postgres "* ]]; then
       skip_step "pytest on PostgreSQL" "SKIP_E2E=1 or no venv"
     else
       run_step "pytest tests/e2e on PostgreSQL" run_pytest || true
-      run_step "pytest tests/multinode (several nodes, faults)" run_pytest "$ROOT/tests/multinode" || true
+      if [[ -d "$ROOT/tests/multinode" ]]; then
+        run_step "pytest tests/multinode (several nodes, faults)" run_pytest "$ROOT/tests/multinode" || true
+      fi
     fi
     run_step "Iceberg REST Compatibility Kit through PgBouncer" rck_through_pgbouncer || true
   fi
