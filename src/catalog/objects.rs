@@ -71,6 +71,11 @@ pub fn rename_error(kind: ObjectKind, from: &Ident, error: StoreError) -> Catalo
     }
 }
 
+/// Whether a failed store write certainly changed nothing.
+fn is_definitely_rejected(error: &StoreError) -> bool {
+    !matches!(error, StoreError::Unavailable(_) | StoreError::Internal(_))
+}
+
 impl Catalog {
     /// Loads a table or view only if it is of `kind`.
     pub(super) async fn load_kind(
@@ -134,12 +139,18 @@ impl Catalog {
             match self.store.commit_objects(catalog, &writes).await {
                 Ok(()) => return Ok(writes),
                 Err(error) => {
-                    for w in &writes {
-                        storage::remove_file_quietly(&w.metadata_location);
+                    // Remove the new files only when the store says for certain that
+                    // nothing was committed. After a lost connection or an internal
+                    // error the outcome is unknown, and the pointer may already name
+                    // them: an orphan file is harmless, a dangling pointer is not.
+                    if is_definitely_rejected(&error) {
+                        for w in &writes {
+                            storage::remove_file_quietly(&w.metadata_location);
+                        }
                     }
                     match error {
                         StoreError::Conflict if attempt < attempts => {
-                            tracing::debug!(
+                            tracing::info!(
                                 attempt,
                                 "commit lost a race; retrying on fresh metadata"
                             );
