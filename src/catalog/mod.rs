@@ -44,7 +44,7 @@ impl Default for CatalogSettings {
         CatalogSettings {
             warehouse_root: "file:///tmp/floe-warehouse".into(),
             fsync: true,
-            max_commit_attempts: 10,
+            max_commit_attempts: 30,
             max_metadata_file_bytes: 64 * 1024 * 1024,
         }
     }
@@ -128,7 +128,7 @@ pub fn now_ms() -> i64 {
 /// Jittered exponential backoff before commit attempt `attempt` (1-based) is retried.
 async fn backoff(attempt: u32) {
     use rand::Rng;
-    let base_ms = 2u64.saturating_pow(attempt.min(8));
+    let base_ms = 2u64.saturating_pow(attempt.min(6));
     let jitter = rand::rng().random_range(0..=base_ms);
     tokio::time::sleep(std::time::Duration::from_millis(base_ms + jitter)).await;
 }

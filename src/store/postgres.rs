@@ -292,7 +292,7 @@ impl PostgresStore {
                 Ok(value) => return Ok(value),
                 Err(Failure::Store(e)) => return Err(e),
                 Err(Failure::Sql(e)) if is_retryable(&e) && n < MAX_ATTEMPTS => {
-                    tracing::debug!(attempt = n, error = %e, "retrying a database conflict");
+                    tracing::info!(attempt = n, error = %e, "retrying a database conflict");
                     backoff(n).await;
                 }
                 Err(Failure::Sql(e)) => return Err(sql_error(e)),
