@@ -53,7 +53,7 @@ case "$cmd" in
     rm -rf "$dir"
     ;;
   restart)
-    as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w -t 60 restart \
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -m fast -w -t 60 restart \
       -o "-p $(cat "$dir/port") -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300" >&2
     ;;
   down)

@@ -33,7 +33,8 @@ pub struct CatalogSettings {
     pub warehouse_root: String,
     /// fsync metadata files before swapping pointers (durable against power loss).
     pub fsync: bool,
-    /// Attempts of one commit when it keeps losing compare-and-swap races to other nodes.
+    /// Attempts of one commit; after the first lost race it waits for a lock instead of
+    /// racing, so more than two are rare (e.g. a deadlock between multi-table commits).
     pub max_commit_attempts: u32,
     /// Largest metadata file accepted by register.
     pub max_metadata_file_bytes: u64,
@@ -44,7 +45,7 @@ impl Default for CatalogSettings {
         CatalogSettings {
             warehouse_root: "file:///tmp/floe-warehouse".into(),
             fsync: true,
-            max_commit_attempts: 30,
+            max_commit_attempts: 10,
             max_metadata_file_bytes: 64 * 1024 * 1024,
         }
     }
@@ -123,12 +124,4 @@ impl CommitLocks {
 /// Milliseconds since the epoch.
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
-}
-
-/// Jittered exponential backoff before commit attempt `attempt` (1-based) is retried.
-async fn backoff(attempt: u32) {
-    use rand::Rng;
-    let base_ms = 2u64.saturating_pow(attempt.min(6));
-    let jitter = rand::rng().random_range(0..=base_ms);
-    tokio::time::sleep(std::time::Duration::from_millis(base_ms + jitter)).await;
 }

@@ -6,7 +6,7 @@ use std::future::Future;
 use super::error::{CatalogError, CatalogResult, Missing};
 use super::ident::Ident;
 use super::namespaces::namespace_missing;
-use super::{backoff, Catalog};
+use super::Catalog;
 use crate::storage;
 use crate::store::{ObjectKind, ObjectWrite, StoreError, StoredObject};
 
@@ -101,12 +101,17 @@ impl Catalog {
         .map_err(CatalogError::internal)?
     }
 
-    /// The optimistic commit loop. `prepare` reads the current state, checks requirements
-    /// and applies updates; the new metadata files are written (durably, never over an
-    /// existing file) and the store then swaps all pointers
-    /// atomically if none moved meanwhile. On a lost race the whole thing is redone on the
-    /// fresh state (so requirements are re-checked), up to `max_commit_attempts` times.
-    /// Commits to the same objects queue on a lock in this process first.
+    /// The commit loop. `prepare` gets the current state of the objects, checks
+    /// requirements and applies updates; the new metadata files are written (durably,
+    /// never over an existing file) and the store then swaps all pointers atomically if
+    /// none moved meanwhile.
+    ///
+    /// Commits to the same objects first queue on a lock in this process. The first
+    /// attempt is optimistic (no database lock held while files are written). If it loses
+    /// the race to another node, every later attempt runs under the store's lock on the
+    /// objects, so it queues behind the other node's commit instead of racing it again
+    /// (racing again would let a busy node win every round). Each attempt re-reads the
+    /// state, so requirements are always checked against what the commit will replace.
     pub(super) async fn commit_with_retry<F, Fut>(
         &self,
         catalog: &str,
@@ -115,13 +120,33 @@ impl Catalog {
         prepare: F,
     ) -> CatalogResult<Vec<ObjectWrite>>
     where
-        F: Fn() -> Fut,
+        F: Fn(Vec<Option<StoredObject>>) -> Fut,
         Fut: Future<Output = CatalogResult<Vec<ObjectWrite>>>,
     {
         let _guards = self.commit_locks.lock(catalog, idents).await;
         let attempts = self.settings.max_commit_attempts.max(1);
         for attempt in 1..=attempts {
-            let writes = prepare().await?;
+            let locked = if attempt == 1 {
+                None
+            } else {
+                match self.store.lock_objects(catalog, idents).await {
+                    Ok(locked) => Some(locked),
+                    // Locking lost to a deadlock (the database chose this one): retry.
+                    Err(StoreError::Conflict) if attempt < attempts => continue,
+                    Err(e) => return Err(object_error(kind, e)),
+                }
+            };
+            let current = match &locked {
+                Some(locked) => locked.current().to_vec(),
+                None => {
+                    let mut current = Vec::with_capacity(idents.len());
+                    for ident in idents {
+                        current.push(self.store.load_object(catalog, ident).await?);
+                    }
+                    current
+                }
+            };
+            let writes = prepare(current).await?;
             if writes.is_empty() {
                 return Ok(writes);
             }
@@ -136,7 +161,11 @@ impl Catalog {
                     return Err(e);
                 }
             }
-            match self.store.commit_objects(catalog, &writes).await {
+            let committed = match locked {
+                Some(locked) => locked.commit(&writes).await,
+                None => self.store.commit_objects(catalog, &writes).await,
+            };
+            match committed {
                 Ok(()) => return Ok(writes),
                 Err(error) => {
                     // Remove the new files only when the store says for certain that
@@ -152,9 +181,8 @@ impl Catalog {
                         StoreError::Conflict if attempt < attempts => {
                             tracing::info!(
                                 attempt,
-                                "commit lost a race; retrying on fresh metadata"
+                                "commit lost a race; retrying under a lock on fresh metadata"
                             );
-                            backoff(attempt).await;
                         }
                         StoreError::Conflict => {
                             return Err(CatalogError::CommitFailed(format!(

@@ -22,7 +22,7 @@ use super::objects::{object_error, object_exists, object_missing, rename_error};
 use super::pagination::{listed, ListRequest, Listed};
 use super::Catalog;
 use crate::storage;
-use crate::store::{ObjectKind, ObjectWrite, StoreError};
+use crate::store::{ObjectKind, ObjectWrite, StoreError, StoredObject};
 
 /// The body of a create-table request.
 #[derive(Debug, Deserialize)]
@@ -237,7 +237,7 @@ impl Catalog {
                 catalog,
                 ObjectKind::Table,
                 std::slice::from_ref(&ident),
-                || {
+                |_current| {
                     let write = write.clone();
                     async move { Ok(vec![write]) }
                 },
@@ -320,11 +320,11 @@ impl Catalog {
         let catalog_record = self.get_catalog(catalog).await?;
         let idents: Vec<Ident> = changes.iter().map(|c| c.ident.clone()).collect();
         let writes = self
-            .commit_with_retry(catalog, ObjectKind::Table, &idents, || async {
+            .commit_with_retry(catalog, ObjectKind::Table, &idents, |current| async {
                 let mut writes = Vec::with_capacity(changes.len());
-                for change in &changes {
+                for (change, current) in changes.iter().zip(current) {
                     if let Some(write) = self
-                        .prepare_table_change(catalog, &catalog_record, change)
+                        .prepare_table_change(catalog, &catalog_record, change, current)
                         .await?
                     {
                         writes.push(write);
@@ -341,9 +341,9 @@ impl Catalog {
         catalog: &str,
         catalog_record: &crate::store::CatalogRecord,
         change: &TableChange,
+        current: Option<StoredObject>,
     ) -> CatalogResult<Option<ObjectWrite>> {
         let ident = &change.ident;
-        let current = self.store.load_object(catalog, ident).await?;
         let (metadata, expected, previous_location) = match current {
             Some(object) if object.kind == ObjectKind::View => {
                 return Err(

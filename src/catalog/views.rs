@@ -120,7 +120,7 @@ impl Catalog {
                 catalog,
                 ObjectKind::View,
                 std::slice::from_ref(&ident),
-                || {
+                |_current| {
                     let write = write.clone();
                     async move { Ok(vec![write]) }
                 },
@@ -154,10 +154,12 @@ impl Catalog {
                 catalog,
                 ObjectKind::View,
                 std::slice::from_ref(ident),
-                || async {
-                    let object = self
-                        .load_kind(catalog, ident, ObjectKind::View)
-                        .await?
+                |current| async {
+                    let object = current
+                        .into_iter()
+                        .next()
+                        .flatten()
+                        .filter(|o| o.kind == ObjectKind::View)
                         .ok_or_else(|| object_missing(ObjectKind::View, ident))?;
                     let base = parse_view_metadata(&object.metadata)?;
                     check_view_requirements(&requirements, &base)?;

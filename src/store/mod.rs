@@ -136,6 +136,17 @@ pub struct PropertiesChange {
     pub missing: Vec<String>,
 }
 
+/// Tables or views locked for a commit that already lost a race: their current state,
+/// read under a lock that keeps every other writer (on any node) out until `commit`
+/// finishes or the value is dropped (which releases the lock without writing).
+#[async_trait]
+pub trait LockedObjects: Send {
+    /// The current pointers, in the order the objects were asked for.
+    fn current(&self) -> &[Option<StoredObject>];
+    /// Applies the writes as [`Store::commit_objects`] does, and releases the lock.
+    async fn commit(self: Box<Self>, writes: &[ObjectWrite]) -> StoreResult<()>;
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Succeeds when the store can serve requests.
@@ -197,6 +208,13 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Page<String>>;
     /// Applies all writes atomically, or none: `Conflict` when any compare-and-swap lost.
     async fn commit_objects(&self, catalog: &str, writes: &[ObjectWrite]) -> StoreResult<()>;
+    /// Locks the objects (existing or not) against other writers, for a commit that lost
+    /// the optimistic race: queueing behind the lock is fair where racing again is not.
+    async fn lock_objects(
+        &self,
+        catalog: &str,
+        idents: &[Ident],
+    ) -> StoreResult<Box<dyn LockedObjects>>;
     /// Removes the object if it is of `kind`; returns what it pointed at.
     async fn drop_object(
         &self,

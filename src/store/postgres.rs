@@ -24,11 +24,11 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
-use tokio_postgres::{NoTls, Row, Transaction};
+use tokio_postgres::{NoTls, Row};
 
 use super::{
-    CatalogRecord, ObjectKind, ObjectWrite, Page, PageRequest, Properties, PropertiesChange, Store,
-    StoreError, StoreResult, StoredObject,
+    CatalogRecord, LockedObjects, ObjectKind, ObjectWrite, Page, PageRequest, Properties,
+    PropertiesChange, Store, StoreError, StoreResult, StoredObject,
 };
 use crate::catalog::ident::{Ident, Namespace};
 
@@ -302,7 +302,7 @@ impl PostgresStore {
     }
 }
 
-async fn catalog_id(client: &impl GenericClient, catalog: &str) -> Attempt<i64> {
+async fn catalog_id(client: &impl Queries, catalog: &str) -> Attempt<i64> {
     client
         .query_opt_typed("SELECT id FROM catalogs WHERE name = $1", &[text(&catalog)])
         .await?
@@ -311,7 +311,7 @@ async fn catalog_id(client: &impl GenericClient, catalog: &str) -> Attempt<i64> 
 }
 
 async fn namespace_exists(
-    client: &impl GenericClient,
+    client: &impl Queries,
     catalog_id: i64,
     namespace: &Namespace,
 ) -> Attempt<bool> {
@@ -326,7 +326,7 @@ async fn namespace_exists(
 }
 
 async fn require_namespace(
-    client: &impl GenericClient,
+    client: &impl Queries,
     catalog_id: i64,
     namespace: &Namespace,
 ) -> Attempt<()> {
@@ -338,7 +338,7 @@ async fn require_namespace(
 }
 
 async fn object_kind_at(
-    client: &impl GenericClient,
+    client: &impl Queries,
     catalog_id: i64,
     ident: &Ident,
 ) -> Attempt<Option<ObjectKind>> {
@@ -356,7 +356,7 @@ async fn object_kind_at(
 /// for the range trick), after taking the advisory locks that make check-then-insert
 /// safe between nodes.
 async fn overlapping_object(
-    tx: &Transaction<'_>,
+    tx: &impl Queries,
     catalog_id: i64,
     location: &str,
     ident: &Ident,
@@ -367,12 +367,12 @@ async fn overlapping_object(
         .filter(|prefix| prefix.len() < location.len())
         .collect();
     let ancestor_keys: Vec<i64> = ancestors.iter().map(|a| lock_key(a)).collect();
-    tx.query_typed(
+    tx.query_all_typed(
         "SELECT pg_advisory_xact_lock_shared(k) FROM unnest($1::BIGINT[]) WITH ORDINALITY AS t(k, i) ORDER BY i",
         &[(&ancestor_keys, Type::INT8_ARRAY)],
     )
     .await?;
-    tx.query_typed(
+    tx.query_all_typed(
         "SELECT pg_advisory_xact_lock($1)",
         &[int8(&lock_key(location))],
     )
@@ -382,7 +382,7 @@ async fn overlapping_object(
     candidates.push(location.to_string());
     let upper = format!("{}0", &location[..location.len() - 1]);
     let row = tx
-        .query_typed(
+        .query_all_typed(
             "SELECT namespace, name FROM objects
              WHERE (location = ANY($1) OR (location >= $2 AND location < $3))
                AND NOT (catalog_id = $4 AND namespace = $5 AND name = $6)
@@ -435,31 +435,180 @@ fn page_of<T>(mut items: Vec<T>, page: &PageRequest, name_of: impl Fn(&T) -> Str
 }
 
 /// The query methods shared by a pooled connection and a transaction.
-trait GenericClient {
+trait Queries {
     async fn query_opt_typed(
         &self,
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
     ) -> Result<Option<Row>, tokio_postgres::Error>;
-}
-
-impl GenericClient for Object {
-    async fn query_opt_typed(
+    async fn query_all_typed(
         &self,
         sql: &str,
         params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<Option<Row>, tokio_postgres::Error> {
-        self.query_typed_opt(sql, params).await
+    ) -> Result<Vec<Row>, tokio_postgres::Error>;
+    async fn execute_all_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<u64, tokio_postgres::Error>;
+}
+
+macro_rules! impl_queries {
+    ($type:ty) => {
+        impl Queries for $type {
+            async fn query_opt_typed(
+                &self,
+                sql: &str,
+                params: &[(&(dyn ToSql + Sync), Type)],
+            ) -> Result<Option<Row>, tokio_postgres::Error> {
+                self.query_typed_opt(sql, params).await
+            }
+            async fn query_all_typed(
+                &self,
+                sql: &str,
+                params: &[(&(dyn ToSql + Sync), Type)],
+            ) -> Result<Vec<Row>, tokio_postgres::Error> {
+                self.query_typed(sql, params).await
+            }
+            async fn execute_all_typed(
+                &self,
+                sql: &str,
+                params: &[(&(dyn ToSql + Sync), Type)],
+            ) -> Result<u64, tokio_postgres::Error> {
+                self.execute_typed(sql, params).await
+            }
+        }
+    };
+}
+
+impl_queries!(Object);
+impl_queries!(deadpool_postgres::Transaction<'_>);
+
+/// Applies object writes inside the caller's transaction (see `Store::commit_objects`).
+async fn apply_writes(q: &impl Queries, catalog_id: i64, writes: &[ObjectWrite]) -> Attempt<()> {
+    let id = catalog_id;
+    // Rows are locked in one global order (as `lock_objects` does), so that concurrent
+    // multi-table commits over overlapping tables queue instead of deadlocking.
+    let mut ordered: Vec<&ObjectWrite> = writes.iter().collect();
+    ordered.sort_by(|a, b| a.ident.cmp(&b.ident));
+    for w in ordered {
+        let ns = w.ident.namespace.key();
+        let kind = w.kind.as_str();
+        match &w.expected_metadata_location {
+            None => {
+                let inserted = q
+                    .query_all_typed(
+                        "INSERT INTO objects (catalog_id, namespace, name, kind, metadata_location, metadata, location)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING 1",
+                        &[
+                            int8(&id),
+                            text(&ns),
+                            text(&w.ident.name),
+                            text(&kind),
+                            text(&w.metadata_location),
+                            text(&w.metadata),
+                            text(&w.location),
+                        ],
+                    )
+                    .await;
+                match inserted {
+                    Ok(rows) if rows.is_empty() => {
+                        // Taken by a table or view; a retry sees which.
+                        let existing = object_kind_at(q, id, &w.ident).await?.unwrap_or(w.kind);
+                        return Err(StoreError::ObjectExists {
+                            ident: w.ident.clone(),
+                            kind: existing,
+                        }
+                        .into());
+                    }
+                    Ok(_) => {}
+                    Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+                        return Err(StoreError::NamespaceMissing(w.ident.namespace.clone()).into())
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Some(expected) => {
+                let updated = q
+                    .execute_all_typed(
+                        "UPDATE objects SET metadata_location = $6, metadata = $7, location = $8
+                         WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $4
+                           AND metadata_location = $5",
+                        &[
+                            int8(&id),
+                            text(&ns),
+                            text(&w.ident.name),
+                            text(&kind),
+                            text(expected),
+                            text(&w.metadata_location),
+                            text(&w.metadata),
+                            text(&w.location),
+                        ],
+                    )
+                    .await?;
+                if updated == 0 {
+                    return Err(match object_kind_at(q, id, &w.ident).await? {
+                        Some(kind) if kind == w.kind => StoreError::Conflict,
+                        _ => StoreError::ObjectMissing(w.ident.clone()),
+                    }
+                    .into());
+                }
+            }
+        }
+        if w.check_location {
+            if let Some(other) = overlapping_object(q, id, &w.location, &w.ident).await? {
+                return Err(StoreError::LocationOverlap {
+                    location: w.location.clone(),
+                    other,
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Row locks (`SELECT ... FOR UPDATE`) on the objects of a commit that lost a race, held
+/// in an open transaction on a connection of its own. Other nodes' commits to these rows
+/// wait in line instead of racing. Dropped without `commit`, the connection is closed
+/// rather than returned to the pool, so the transaction can never leak into other work.
+struct PgLocked {
+    client: Option<Object>,
+    catalog_id: i64,
+    current: Vec<Option<StoredObject>>,
+}
+
+impl Drop for PgLocked {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            drop(Object::take(client));
+        }
     }
 }
 
-impl GenericClient for deadpool_postgres::Transaction<'_> {
-    async fn query_opt_typed(
-        &self,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<Option<Row>, tokio_postgres::Error> {
-        self.query_typed_opt(sql, params).await
+#[async_trait]
+impl LockedObjects for PgLocked {
+    fn current(&self) -> &[Option<StoredObject>] {
+        &self.current
+    }
+
+    async fn commit(mut self: Box<Self>, writes: &[ObjectWrite]) -> StoreResult<()> {
+        let client = self.client.as_ref().expect("a locked connection");
+        let outcome = match apply_writes(client, self.catalog_id, writes).await {
+            Ok(()) => client.batch_execute("COMMIT").await.map_err(Failure::Sql),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => {
+                // The transaction is over: the connection may go back to the pool.
+                drop(self.client.take());
+                Ok(())
+            }
+            Err(Failure::Store(e)) => Err(e),
+            // Two locked commits over overlapping sets can still deadlock: redo it.
+            Err(Failure::Sql(e)) if is_retryable(&e) => Err(StoreError::Conflict),
+            Err(Failure::Sql(e)) => Err(sql_error(e)),
+        }
     }
 }
 
@@ -857,89 +1006,66 @@ impl Store for PostgresStore {
         self.run(|mut client| async move {
             let tx = client.transaction().await?;
             let id = catalog_id(&tx, catalog).await?;
-            for w in writes {
-                let ns = w.ident.namespace.key();
-                let kind = w.kind.as_str();
-                match &w.expected_metadata_location {
-                    None => {
-                        let inserted = tx
-                            .query_typed(
-                                "INSERT INTO objects (catalog_id, namespace, name, kind, metadata_location, metadata, location)
-                                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING 1",
-                                &[
-                                    int8(&id),
-                                    text(&ns),
-                                    text(&w.ident.name),
-                                    text(&kind),
-                                    text(&w.metadata_location),
-                                    text(&w.metadata),
-                                    text(&w.location),
-                                ],
-                            )
-                            .await;
-                        match inserted {
-                            Ok(rows) if rows.is_empty() => {
-                                // Taken by a table or view; a retry sees which.
-                                let existing = object_kind_at(&tx, id, &w.ident)
-                                    .await?
-                                    .unwrap_or(w.kind);
-                                return Err(StoreError::ObjectExists {
-                                    ident: w.ident.clone(),
-                                    kind: existing,
-                                }
-                                .into());
-                            }
-                            Ok(_) => {}
-                            Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
-                                return Err(StoreError::NamespaceMissing(
-                                    w.ident.namespace.clone(),
-                                )
-                                .into())
-                            }
-                            Err(e) => return Err(e.into()),
-                        }
-                    }
-                    Some(expected) => {
-                        let updated = tx
-                            .execute_typed(
-                                "UPDATE objects SET metadata_location = $6, metadata = $7, location = $8
-                                 WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $4
-                                   AND metadata_location = $5",
-                                &[
-                                    int8(&id),
-                                    text(&ns),
-                                    text(&w.ident.name),
-                                    text(&kind),
-                                    text(expected),
-                                    text(&w.metadata_location),
-                                    text(&w.metadata),
-                                    text(&w.location),
-                                ],
-                            )
-                            .await?;
-                        if updated == 0 {
-                            return Err(match object_kind_at(&tx, id, &w.ident).await? {
-                                Some(kind) if kind == w.kind => StoreError::Conflict,
-                                _ => StoreError::ObjectMissing(w.ident.clone()),
-                            }
-                            .into());
-                        }
-                    }
-                }
-                if w.check_location {
-                    if let Some(other) = overlapping_object(&tx, id, &w.location, &w.ident).await? {
-                        return Err(StoreError::LocationOverlap {
-                            location: w.location.clone(),
-                            other,
-                        }
-                        .into());
-                    }
-                }
-            }
+            apply_writes(&tx, id, writes).await?;
             tx.commit().await?;
             Ok(())
         })
         .await
+    }
+
+    async fn lock_objects(
+        &self,
+        catalog: &str,
+        idents: &[Ident],
+    ) -> StoreResult<Box<dyn LockedObjects>> {
+        let client = self.client().await?;
+        let mut locked = PgLocked {
+            client: Some(client),
+            catalog_id: 0,
+            current: vec![None; idents.len()],
+        };
+        let client = locked.client.as_ref().expect("just set");
+        let lock = async {
+            client.batch_execute("BEGIN").await?;
+            let id = catalog_id(client, catalog).await?;
+            // Lock in one global order, so that overlapping multi-table commits queue
+            // instead of deadlocking.
+            let mut order: Vec<usize> = (0..idents.len()).collect();
+            order.sort_by(|a, b| idents[*a].cmp(&idents[*b]));
+            let mut current = vec![None; idents.len()];
+            for i in order {
+                let ident = &idents[i];
+                let ns = ident.namespace.key();
+                let row = client
+                    .query_typed_opt(
+                        "SELECT kind, metadata_location, metadata FROM objects
+                         WHERE catalog_id = $1 AND namespace = $2 AND name = $3 FOR UPDATE",
+                        &[int8(&id), text(&ns), text(&ident.name)],
+                    )
+                    .await?;
+                current[i] = match row {
+                    None => None,
+                    Some(row) => Some(StoredObject {
+                        kind: ObjectKind::parse(row.get(0)).ok_or_else(|| {
+                            StoreError::Internal(anyhow::anyhow!("unknown object kind"))
+                        })?,
+                        metadata_location: row.get(1),
+                        metadata: row.get(2),
+                    }),
+                };
+            }
+            Ok::<_, Failure>((id, current))
+        };
+        match lock.await {
+            Ok((id, current)) => {
+                locked.catalog_id = id;
+                locked.current = current;
+                Ok(Box::new(locked))
+            }
+            Err(Failure::Store(e)) => Err(e),
+            Err(Failure::Sql(e)) if is_retryable(&e) => Err(StoreError::Conflict),
+            Err(Failure::Sql(e)) => Err(sql_error(e)),
+        }
     }
 
     async fn drop_object(

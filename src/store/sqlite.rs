@@ -15,8 +15,8 @@ use rusqlite::{
 };
 
 use super::{
-    CatalogRecord, ObjectKind, ObjectWrite, Page, PageRequest, Properties, PropertiesChange, Store,
-    StoreError, StoreResult, StoredObject,
+    CatalogRecord, LockedObjects, ObjectKind, ObjectWrite, Page, PageRequest, Properties,
+    PropertiesChange, Store, StoreError, StoreResult, StoredObject,
 };
 use crate::catalog::ident::{Ident, Namespace};
 
@@ -74,6 +74,7 @@ CREATE INDEX objects_by_location ON objects (location);
 /// Most idle read connections kept open.
 const MAX_IDLE_READERS: usize = 16;
 
+#[derive(Clone)]
 pub struct SqliteStore {
     path: Arc<Path>,
     writer: Arc<Mutex<Connection>>,
@@ -325,6 +326,25 @@ fn catalog_record(raw: (String, String, String, i64, i64, i64)) -> StoreResult<C
 }
 
 const CATALOG_COLUMNS: &str = "name, properties, storage_config, created_ms, updated_ms, version";
+
+/// The embedded store serves one process, whose per-object commit lock already keeps
+/// other writers out: "locking" only reads the current state.
+struct SqliteLocked {
+    store: SqliteStore,
+    catalog: String,
+    current: Vec<Option<StoredObject>>,
+}
+
+#[async_trait]
+impl LockedObjects for SqliteLocked {
+    fn current(&self) -> &[Option<StoredObject>] {
+        &self.current
+    }
+
+    async fn commit(self: Box<Self>, writes: &[ObjectWrite]) -> StoreResult<()> {
+        self.store.commit_objects(&self.catalog, writes).await
+    }
+}
 
 #[async_trait]
 impl Store for SqliteStore {
@@ -700,6 +720,22 @@ impl Store for SqliteStore {
             Ok(())
         })
         .await
+    }
+
+    async fn lock_objects(
+        &self,
+        catalog: &str,
+        idents: &[Ident],
+    ) -> StoreResult<Box<dyn LockedObjects>> {
+        let mut current = Vec::with_capacity(idents.len());
+        for ident in idents {
+            current.push(self.load_object(catalog, ident).await?);
+        }
+        Ok(Box::new(SqliteLocked {
+            store: self.clone(),
+            catalog: catalog.to_string(),
+            current,
+        }))
     }
 
     async fn drop_object(
