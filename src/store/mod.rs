@@ -147,6 +147,59 @@ pub trait LockedObjects: Send {
     async fn commit(self: Box<Self>, writes: &[ObjectWrite]) -> StoreResult<()>;
 }
 
+/// Columns of a catalog row, in the order both stores read them.
+pub(crate) const CATALOG_COLUMNS: &str =
+    "name, properties, storage_config, created_ms, updated_ms, version";
+
+/// Properties and storage configs are kept as JSON text in both stores.
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::Internal(e.into()))
+}
+
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::Internal(e.into()))
+}
+
+/// Cuts the one extra row a store fetched (it asks for `limit + 1`) and notes where the
+/// next page starts.
+pub(crate) fn page_of<T>(
+    mut items: Vec<T>,
+    page: &PageRequest,
+    name_of: impl Fn(&T) -> String,
+) -> Page<T> {
+    let next_after = match page.limit {
+        Some(limit) if items.len() > limit => {
+            items.truncate(limit);
+            items.last().map(name_of)
+        }
+        _ => None,
+    };
+    Page { items, next_after }
+}
+
+impl PropertiesChange {
+    /// Removes, then sets, properties in place, and says what happened to each key.
+    pub(crate) fn apply(
+        properties: &mut Properties,
+        removals: &[String],
+        updates: &Properties,
+    ) -> PropertiesChange {
+        let mut change = PropertiesChange::default();
+        for key in removals {
+            if properties.remove(key).is_some() {
+                change.removed.push(key.clone());
+            } else {
+                change.missing.push(key.clone());
+            }
+        }
+        for (key, value) in updates {
+            change.updated.push(key.clone());
+            properties.insert(key.clone(), value.clone());
+        }
+        change
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Succeeds when the store can serve requests.

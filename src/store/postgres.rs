@@ -27,8 +27,9 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
 use super::{
-    CatalogRecord, LockedObjects, ObjectKind, ObjectWrite, Page, PageRequest, Properties,
-    PropertiesChange, Store, StoreError, StoreResult, StoredObject,
+    from_json, page_of, to_json, CatalogRecord, LockedObjects, ObjectKind, ObjectWrite, Page,
+    PageRequest, Properties, PropertiesChange, Store, StoreError, StoreResult, StoredObject,
+    CATALOG_COLUMNS,
 };
 use crate::catalog::ident::{Ident, Namespace};
 
@@ -164,14 +165,6 @@ fn sql_error(error: tokio_postgres::Error) -> StoreError {
 
 fn has_code(error: &tokio_postgres::Error, code: &SqlState) -> bool {
     error.code() == Some(code)
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
-    serde_json::to_string(value).map_err(|e| StoreError::Internal(e.into()))
-}
-
-fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<T> {
-    serde_json::from_str(text).map_err(|e| StoreError::Internal(e.into()))
 }
 
 /// Statement parameters with their types (`query_typed` needs them).
@@ -416,22 +409,9 @@ fn catalog_record(row: &Row) -> StoreResult<CatalogRecord> {
     })
 }
 
-const CATALOG_COLUMNS: &str = "name, properties, storage_config, created_ms, updated_ms, version";
-
 /// SQL LIMIT for a page: one more than asked, to learn whether more follow.
 fn sql_limit(page: &PageRequest) -> Option<i64> {
     page.limit.map(|l| l as i64 + 1)
-}
-
-fn page_of<T>(mut items: Vec<T>, page: &PageRequest, name_of: impl Fn(&T) -> String) -> Page<T> {
-    let next_after = match page.limit {
-        Some(limit) if items.len() > limit => {
-            items.truncate(limit);
-            items.last().map(name_of)
-        }
-        _ => None,
-    };
-    Page { items, next_after }
 }
 
 /// The query methods shared by a pooled connection and a transaction.
@@ -884,18 +864,7 @@ impl Store for PostgresStore {
                     .await?
                     .ok_or_else(|| StoreError::NamespaceMissing(namespace.clone()))?;
                 let mut properties: Properties = from_json(current.get(0))?;
-                let mut change = PropertiesChange::default();
-                for key in removals {
-                    if properties.remove(key).is_some() {
-                        change.removed.push(key.clone());
-                    } else {
-                        change.missing.push(key.clone());
-                    }
-                }
-                for (key, value) in updates {
-                    change.updated.push(key.clone());
-                    properties.insert(key.clone(), value.clone());
-                }
+                let change = PropertiesChange::apply(&mut properties, removals, updates);
                 let json = to_json(&properties)?;
                 tx.query_typed(
                     "UPDATE namespaces SET properties = $3 WHERE catalog_id = $1 AND path = $2",

@@ -15,8 +15,9 @@ use rusqlite::{
 };
 
 use super::{
-    CatalogRecord, LockedObjects, ObjectKind, ObjectWrite, Page, PageRequest, Properties,
-    PropertiesChange, Store, StoreError, StoreResult, StoredObject,
+    from_json, page_of, to_json, CatalogRecord, LockedObjects, ObjectKind, ObjectWrite, Page,
+    PageRequest, Properties, PropertiesChange, Store, StoreError, StoreResult, StoredObject,
+    CATALOG_COLUMNS,
 };
 use crate::catalog::ident::{Ident, Namespace};
 
@@ -106,14 +107,6 @@ fn is_unique_violation(error: &rusqlite::Error) -> bool {
     matches!(error, rusqlite::Error::SqliteFailure(e, _)
         if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
             || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE)
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
-    serde_json::to_string(value).map_err(|e| StoreError::Internal(e.into()))
-}
-
-fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<T> {
-    serde_json::from_str(text).map_err(|e| StoreError::Internal(e.into()))
 }
 
 impl SqliteStore {
@@ -284,17 +277,6 @@ fn overlapping_object(
     Ok(hit.map(to_ident))
 }
 
-fn page_of<T>(mut items: Vec<T>, page: &PageRequest, name_of: impl Fn(&T) -> String) -> Page<T> {
-    let next_after = match page.limit {
-        Some(limit) if items.len() > limit => {
-            items.truncate(limit);
-            items.last().map(name_of)
-        }
-        _ => None,
-    };
-    Page { items, next_after }
-}
-
 /// SQLite's LIMIT for a page: one more than asked, to learn whether more follow.
 fn sql_limit(page: &PageRequest) -> i64 {
     page.limit.map(|l| l as i64 + 1).unwrap_or(-1)
@@ -324,8 +306,6 @@ fn catalog_record(raw: (String, String, String, i64, i64, i64)) -> StoreResult<C
         version,
     })
 }
-
-const CATALOG_COLUMNS: &str = "name, properties, storage_config, created_ms, updated_ms, version";
 
 /// The embedded store serves one process, whose per-object commit lock already keeps
 /// other writers out: "locking" only reads the current state.
@@ -550,18 +530,7 @@ impl Store for SqliteStore {
                 .map_err(internal)?
                 .ok_or_else(|| StoreError::NamespaceMissing(namespace.clone()))?;
             let mut properties: Properties = from_json(&current)?;
-            let mut change = PropertiesChange::default();
-            for key in removals {
-                if properties.remove(&key).is_some() {
-                    change.removed.push(key);
-                } else {
-                    change.missing.push(key);
-                }
-            }
-            for (key, value) in updates {
-                change.updated.push(key.clone());
-                properties.insert(key, value);
-            }
+            let change = PropertiesChange::apply(&mut properties, &removals, &updates);
             tx.execute(
                 "UPDATE namespaces SET properties = ?3 WHERE catalog_id = ?1 AND path = ?2",
                 params![id, namespace.key(), to_json(&properties)?],
