@@ -26,7 +26,8 @@ pub struct ServeArgs {
     /// Catalog created on first start and used when a client names no warehouse.
     #[arg(long, env = "FLOE_DEFAULT_CATALOG", default_value = "default")]
     pub default_catalog: String,
-    /// fsync metadata files and the database on every write (off only for throwaway data).
+    /// fsync every new metadata file before it is committed (off only for throwaway data;
+    /// the embedded database syncs every commit regardless).
     #[arg(long, env = "FLOE_FSYNC", default_value_t = true, action = clap::ArgAction::Set)]
     pub fsync: bool,
     /// Largest request body accepted, in bytes.
