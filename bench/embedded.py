@@ -3,7 +3,10 @@
 reference REST server (RESTCatalogServer, JDBC catalog on SQLite) measured in the same
 run as the peer. Drives both with wrk on loopback; prints a Markdown table.
 
-    python3 bench/embedded.py [--runs 3] [--seconds 5] [--no-peer]
+    python3 bench/embedded.py [--runs 3] [--seconds 5] [--no-peer] [--database-url URL]
+
+With --database-url (a PostgreSQL superuser URL), Floe on PostgreSQL is measured too,
+on a fresh database per run.
 
 Needs: target/release/floe (cargo build --release), wrk (apt-get install wrk), and for
 the peer a JDK plus the jars tests/rck/run.sh fetches into .cache/rck-lib.
@@ -82,14 +85,20 @@ class Server:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def start_floe():
+def start_floe(database_url=None):
     data = tempfile.mkdtemp(prefix="floe-bench-")
     port = free_port()
+    store = []
+    if database_url:
+        name = f"floe_bench_{os.getpid()}_{int(time.time() * 1000)}"
+        subprocess.run(["psql", "-q", database_url, "-c", f"CREATE DATABASE {name}"], check=True)
+        store = ["--database-url", database_url.rsplit("/", 1)[0] + "/" + name]
     proc = subprocess.Popen(
-        [str(ROOT / "target/release/floe"), "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", data, "--log", "warn"],
+        [str(ROOT / "target/release/floe"), "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", data,
+         "--log", "warn", *store],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_ready(f"http://127.0.0.1:{port}/healthz", proc)
-    return Server("floe", f"http://127.0.0.1:{port}", proc, data)
+    return Server("floe-pg" if database_url else "floe", f"http://127.0.0.1:{port}", proc, data)
 
 
 def start_reference():
@@ -161,10 +170,15 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--database-url", help="also measure Floe on PostgreSQL (superuser URL)")
     args = ap.parse_args()
-    results = {"floe": [], "reference": []}
+    results = {"floe": [], "floe-pg": [], "reference": []}
     for run_no in range(args.runs):
-        starters = [("floe", start_floe)] + ([] if args.no_peer else [("reference", start_reference)])
+        starters = [("floe", start_floe)]
+        if args.database_url:
+            starters.append(("floe-pg", lambda: start_floe(args.database_url)))
+        if not args.no_peer:
+            starters.append(("reference", start_reference))
         for name, start in starters:
             server = start()
             if server is None:
@@ -177,18 +191,26 @@ def main():
             print(f"run {run_no + 1}/{args.runs} {name}: done", file=sys.stderr)
     rows = [("load-1", "p50"), ("load-1", "p99"), ("load-50", "rps"), ("load-50", "p50"), ("load-50", "p99"),
             ("create-1", "p50"), ("create-1", "p99"), ("commit-1", "p50"), ("commit-1", "p99")]
-    have_peer = bool(results["reference"])
-    print(f"| workload | figure | Floe | {'reference | Floe vs reference |' if have_peer else ''}")
-    print(f"|---|---|---|{'---|---|' if have_peer else ''}")
+    servers = [name for name in ("floe", "floe-pg", "reference") if results[name]]
+    have_peer = "reference" in servers
+    header = "| workload | figure | " + " | ".join(servers) + " |"
+    if have_peer:
+        header += "".join(f" {s} vs reference |" for s in servers if s != "reference")
+    print(header)
+    print("|---|---|" + "---|" * (len(servers) + (len(servers) - 1 if have_peer else 0)))
     for workload, key in rows:
-        floe = median_of(results["floe"], workload, key)
-        unit = "req/s" if key == "rps" else "ms"
-        line = f"| {workload} | {key} ({unit}) | {floe:,.3f} |" if unit == "ms" else f"| {workload} | {key} | {floe:,.0f} |"
+        values = {name: median_of(results[name], workload, key) for name in servers}
+        fmt = (lambda v: f"{v:,.0f}") if key == "rps" else (lambda v: f"{v:,.3f}")
+        line = f"| {workload} | {key if key == 'rps' else key + ' (ms)'} | " + " | ".join(fmt(values[n]) for n in servers) + " |"
         if have_peer:
-            ref = median_of(results["reference"], workload, key)
-            ratio = floe / ref if key == "rps" else ref / floe
-            word = "higher" if key == "rps" else "faster"
-            line += (f" {ref:,.3f} |" if unit == "ms" else f" {ref:,.0f} |") + f" {ratio:,.1f}× {word} |"
+            ref = values["reference"]
+            for name in servers:
+                if name == "reference":
+                    continue
+                ratio = values[name] / ref if key == "rps" else ref / values[name]
+                word = ("higher" if ratio >= 1 else "lower") if key == "rps" else ("faster" if ratio >= 1 else "slower")
+                shown = ratio if ratio >= 1 else 1 / ratio
+                line += f" {shown:,.1f}× {word} |"
         print(line)
     print(json.dumps(results), file=open(ROOT / ".cache/bench-embedded.json", "w"))
 
