@@ -7,7 +7,9 @@
 //! - `catalog/`: the catalog's use cases in plain Rust, knowing nothing of HTTP.
 //! - `store/`: persistence behind the `Store` trait; one module per backend.
 //! - `storage.rs`: metadata files on the file system, and location rules.
+//! - `bench/`: `floe bench`, a load generator for any Iceberg REST catalog.
 
+pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod http;

@@ -1,5 +1,6 @@
 //! The `floe` command line: one subcommand per file.
 
+pub mod bench;
 pub mod migrate;
 pub mod serve;
 
@@ -20,6 +21,9 @@ pub struct Cli {
 pub enum Command {
     /// Run the catalog server.
     Serve(serve::ServeArgs),
+    /// Load-test an Iceberg REST catalog (Floe or any other) with the Polaris benchmark's
+    /// workloads, YCSB-style presets and single-endpoint tests.
+    Bench(bench::BenchArgs),
     /// Create or upgrade the PostgreSQL schema (safe to run from several nodes at once).
     Migrate(migrate::MigrateArgs),
 }
@@ -28,6 +32,7 @@ impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Serve(args) => serve::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }
     }
