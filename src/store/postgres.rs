@@ -398,6 +398,32 @@ async fn overlapping_object(
     }))
 }
 
+/// Runs a list query over the children of `namespace` in one round trip, telling a
+/// missing catalog or namespace from an empty list. `list_sql` sees the catalog's id as
+/// `(SELECT id FROM c)`; `$1` is the catalog's name and `$2` the namespace's key.
+async fn list_in_namespace(
+    client: &Object,
+    catalog: &str,
+    namespace: &Namespace,
+    list_sql: &str,
+    params: &[(&(dyn ToSql + Sync), Type)],
+) -> Attempt<Vec<String>> {
+    let sql = format!(
+        "WITH c AS (SELECT id FROM catalogs WHERE name = $1)
+         SELECT (SELECT id FROM c),
+                $2 = '' OR EXISTS (SELECT 1 FROM namespaces WHERE catalog_id = (SELECT id FROM c) AND path = $2),
+                ARRAY({list_sql})"
+    );
+    let row = client.query_typed_one(&sql, params).await?;
+    if row.get::<_, Option<i64>>(0).is_none() {
+        return Err(StoreError::CatalogMissing(catalog.to_string()).into());
+    }
+    if !row.get::<_, bool>(1) {
+        return Err(StoreError::NamespaceMissing(namespace.clone()).into());
+    }
+    Ok(row.get(2))
+}
+
 fn catalog_record(row: &Row) -> StoreResult<CatalogRecord> {
     Ok(CatalogRecord {
         name: row.get(0),
@@ -799,21 +825,24 @@ impl Store for PostgresStore {
         namespace: &Namespace,
     ) -> StoreResult<Option<Properties>> {
         let key = namespace.key();
+        // One round trip: no row means no catalog, a NULL means no namespace.
         let row = self
             .run(|client| {
                 let key = &key;
                 async move {
-                    let id = catalog_id(&client, catalog).await?;
                     Ok(client
                         .query_typed_opt(
-                            "SELECT properties FROM namespaces WHERE catalog_id = $1 AND path = $2",
-                            &[int8(&id), text(key)],
+                            "SELECT n.properties FROM catalogs c
+                             LEFT JOIN namespaces n ON n.catalog_id = c.id AND n.path = $2
+                             WHERE c.name = $1",
+                            &[text(&catalog), text(key)],
                         )
                         .await?)
                 }
             })
             .await?;
-        row.map(|r| from_json(r.get(0))).transpose()
+        let row = row.ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))?;
+        row.get::<_, Option<&str>>(0).map(from_json).transpose()
     }
 
     async fn list_namespaces(
@@ -823,23 +852,28 @@ impl Store for PostgresStore {
         page: &PageRequest,
     ) -> StoreResult<Page<Namespace>> {
         let (parent_key, after) = (parent.key(), page.after.clone().unwrap_or_default());
-        let rows = self
+        let paths = self
             .run(|client| {
                 let (parent_key, after) = (&parent_key, &after);
                 async move {
-                    let id = catalog_id(&client, catalog).await?;
-                    require_namespace(&client, id, parent).await?;
-                    Ok(client
-                        .query_typed(
-                            "SELECT path FROM namespaces WHERE catalog_id = $1 AND parent = $2 AND name > $3
-                             ORDER BY name LIMIT $4",
-                            &[int8(&id), text(parent_key), text(after), int8(&sql_limit(page))],
-                        )
-                        .await?)
+                    list_in_namespace(
+                        &client,
+                        catalog,
+                        parent,
+                        "SELECT path FROM namespaces WHERE catalog_id = (SELECT id FROM c)
+                           AND parent = $2 AND name > $3 ORDER BY name LIMIT $4",
+                        &[
+                            text(&catalog),
+                            text(parent_key),
+                            text(after),
+                            int8(&sql_limit(page)),
+                        ],
+                    )
+                    .await
                 }
             })
             .await?;
-        let items = rows.iter().map(|r| Namespace::from_key(r.get(0))).collect();
+        let items = paths.iter().map(|p| Namespace::from_key(p)).collect();
         Ok(page_of(items, page, |ns| ns.last().to_string()))
     }
 
@@ -945,29 +979,28 @@ impl Store for PostgresStore {
         page: &PageRequest,
     ) -> StoreResult<Page<String>> {
         let (ns, after) = (namespace.key(), page.after.clone().unwrap_or_default());
-        let rows = self
+        let items = self
             .run(|client| {
                 let (ns, after) = (&ns, &after);
                 async move {
-                    let id = catalog_id(&client, catalog).await?;
-                    require_namespace(&client, id, namespace).await?;
-                    Ok(client
-                        .query_typed(
-                            "SELECT name FROM objects WHERE catalog_id = $1 AND namespace = $2 AND kind = $3 AND name > $4
-                             ORDER BY name LIMIT $5",
-                            &[
-                                int8(&id),
-                                text(ns),
-                                text(&kind.as_str()),
-                                text(after),
-                                int8(&sql_limit(page)),
-                            ],
-                        )
-                        .await?)
+                    list_in_namespace(
+                        &client,
+                        catalog,
+                        namespace,
+                        "SELECT name FROM objects WHERE catalog_id = (SELECT id FROM c)
+                           AND namespace = $2 AND kind = $5 AND name > $3 ORDER BY name LIMIT $4",
+                        &[
+                            text(&catalog),
+                            text(ns),
+                            text(after),
+                            int8(&sql_limit(page)),
+                            text(&kind.as_str()),
+                        ],
+                    )
+                    .await
                 }
             })
             .await?;
-        let items = rows.iter().map(|r| r.get::<_, String>(0)).collect();
         Ok(page_of(items, page, Clone::clone))
     }
 
