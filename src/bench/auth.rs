@@ -127,7 +127,8 @@ async fn fetch_into(
 pub async fn fetch_token(
     credentials: &ClientCredentials,
 ) -> anyhow::Result<(String, Option<Duration>)> {
-    let client = Client::connect_to(&credentials.token_url, Duration::from_secs(30), None).await?;
+    let client =
+        Client::connect_to(&credentials.token_url, &[], Duration::from_secs(30), None).await?;
     let form = url::form_urlencoded::Serializer::new(String::new())
         .append_pair("grant_type", "client_credentials")
         .append_pair("client_id", &credentials.client_id)

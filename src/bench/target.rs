@@ -34,6 +34,9 @@ pub struct TargetConfig {
     pub rest_root: String,
     pub auth: Auth,
     pub timeout: Duration,
+    /// More nodes serving the same catalog (e.g. Floe nodes over one database): users'
+    /// connections are spread round-robin over `url` and these.
+    pub nodes: Vec<url::Url>,
 }
 
 impl TargetConfig {
@@ -43,6 +46,7 @@ impl TargetConfig {
             rest_root: String::new(),
             auth: Auth::None,
             timeout: Duration::from_secs(60),
+            nodes: Vec::new(),
         }
     }
 
@@ -61,7 +65,8 @@ pub struct Target {
 impl Target {
     pub async fn connect(config: TargetConfig) -> anyhow::Result<Target> {
         let tokens = TokenSource::start(&config.auth).await?;
-        let client = Client::connect_to(&config.url, config.timeout, tokens.clone()).await?;
+        let client =
+            Client::connect_to(&config.url, &config.nodes, config.timeout, tokens.clone()).await?;
         Ok(Target {
             client: Arc::new(client),
             config,

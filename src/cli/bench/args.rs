@@ -24,6 +24,10 @@ pub(super) struct TargetArgs {
         default_value = "http://127.0.0.1:8181"
     )]
     pub(super) url: url::Url,
+    /// Another node serving the same catalogs (repeat for more): connections are spread
+    /// round-robin over --url and every --node.
+    #[arg(long = "node", global = true)]
+    pub(super) nodes: Vec<url::Url>,
     /// Where the REST API's `/v1` lives under the root (`/api/catalog` for Polaris).
     #[arg(long, global = true, default_value = "")]
     pub(super) rest_root: String,
@@ -279,6 +283,7 @@ impl TargetArgs {
             rest_root: self.rest_root.trim_end_matches('/').to_string(),
             auth,
             timeout: self.timeout,
+            nodes: self.nodes.clone(),
         })
     }
 }
