@@ -14,5 +14,6 @@ pub mod catalog;
 pub mod cli;
 pub mod http;
 pub mod server;
+pub mod stable_hash;
 pub mod storage;
 pub mod store;

@@ -90,9 +90,7 @@ pub fn path_segment(name: &str) -> String {
         while out[..cut].rfind('%').is_some_and(|p| p + 3 > cut) {
             cut -= 1;
         }
-        let hash = name.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-        });
+        let hash = crate::stable_hash::fnv1a(name.bytes());
         out.truncate(cut);
         out.push_str(&format!("~{hash:016x}"));
     }

@@ -14,6 +14,7 @@ use super::extract::{ident, namespace, IdentBody, JsonBody, Params};
 use super::AppState;
 use crate::catalog::ident::Ident;
 use crate::catalog::tables::{CreateTable, LoadedTable, SnapshotsMode, TableChange};
+use crate::stable_hash::fnv1a;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -38,20 +39,6 @@ pub fn routes() -> Router<AppState> {
         .route("/{prefix}/transactions/commit", post(commit_transaction))
 }
 
-/// A stable FNV-1a hash, so every node computes the same ETag for the same state.
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf29ce484222325;
-    for part in parts {
-        for byte in *part {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x100000001b3);
-        }
-        hash ^= 0xff;
-        hash = hash.wrapping_mul(0x100000001b3);
-    }
-    hash
-}
-
 /// The ETag of a load: metadata files are immutable and uniquely named, so the location
 /// identifies the content; the snapshots mode is part of it because the bodies differ.
 fn etag(metadata_location: &str, mode: SnapshotsMode) -> String {
@@ -59,10 +46,14 @@ fn etag(metadata_location: &str, mode: SnapshotsMode) -> String {
         SnapshotsMode::All => "all",
         SnapshotsMode::Refs => "refs",
     };
-    format!(
-        "\"{:016x}\"",
-        fnv1a(&[metadata_location.as_bytes(), mode.as_bytes()])
-    )
+    // Each part ends in 0xff (never in UTF-8), so that no two pairs hash the same text.
+    let bytes = [
+        metadata_location.as_bytes(),
+        &[0xff],
+        mode.as_bytes(),
+        &[0xff],
+    ];
+    format!("\"{:016x}\"", fnv1a(bytes.concat()))
 }
 
 fn matches_if_none_match(headers: &HeaderMap, tag: &str) -> bool {

@@ -186,10 +186,7 @@ async fn backoff(attempt: u32) {
 /// 64-bit FNV-1a: advisory lock keys for location prefixes. A collision only makes two
 /// unrelated creates wait for each other, never lets overlapping ones through.
 fn lock_key(location: &str) -> i64 {
-    let hash = location.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
-    });
-    hash as i64
+    crate::stable_hash::fnv1a(location.bytes()) as i64
 }
 
 fn random_id() -> i64 {
