@@ -12,35 +12,16 @@ import argparse
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
+
+# Server start-up helpers shared with the wrk-driven benchmark next to this file.
+from embedded import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parent.parent
 FLOE = ROOT / "target/release/floe"
 OUT = ROOT / ".cache/bench-nodes"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(url, proc, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            urllib.request.urlopen(url, timeout=1).read()
-            return
-        except Exception:
-            time.sleep(0.2)
-    raise RuntimeError(f"{url} not ready")
 
 
 def start_nodes(count, database_url, work):
