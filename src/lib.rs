@@ -3,16 +3,24 @@
 //! # Layout
 //! - `cli/`: the `floe` binary's subcommands, one file each.
 //! - `server.rs`: assembles store, catalog and HTTP router; runs until shutdown.
-//! - `http/`: the thin HTTP layer (parse, authorize, call, map errors).
-//! - `catalog/`: the catalog's use cases in plain Rust, knowing nothing of HTTP.
-//! - `store/`: persistence behind the `Store` trait; one module per backend.
-//! - `storage.rs`: metadata files on the file system, and location rules.
+//! - `http/`: the thin HTTP layer (parse, build the request context, call, render;
+//!   authentication and idempotency keys are layers here).
+//! - `catalog/`: the catalog's use cases in plain Rust, knowing nothing of HTTP; every
+//!   entry point takes a `RequestContext` (authorization goes there).
+//! - `store/`: persistence behind the `Store` trait, one module per backend; every
+//!   change is one `WriteBatch` through one write seam (the event outbox goes there).
+//! - `storage/`: metadata files behind the `FileStore` trait (local now; object stores
+//!   are new backends), and location rules.
+//! - `model/`: names and records every layer shares; depends on nothing else.
 //! - `bench/`: `floe bench`, a load generator for any Iceberg REST catalog.
+//!
+//! Dependencies run one way: http → catalog → store, storage → model.
 
 pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod http;
+pub mod model;
 pub mod server;
 pub mod stable_hash;
 pub mod storage;

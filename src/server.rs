@@ -3,7 +3,8 @@
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -26,6 +27,8 @@ pub struct ServerConfig {
     pub max_body_bytes: usize,
     /// PostgreSQL instead of the embedded store: several nodes can share it.
     pub postgres: Option<PostgresSettings>,
+    /// How long clients may retry with one `Idempotency-Key`.
+    pub idempotency_lifetime: Duration,
 }
 
 impl ServerConfig {
@@ -37,6 +40,7 @@ impl ServerConfig {
             fsync: true,
             max_body_bytes: 16 * 1024 * 1024,
             postgres: None,
+            idempotency_lifetime: CatalogSettings::default().idempotency_lifetime,
         }
     }
 }
@@ -47,8 +51,12 @@ fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("resolving {}", dir.display()))
 }
 
-/// Opens the store, bootstraps the default catalog and builds the router.
-pub async fn build(config: &ServerConfig) -> anyhow::Result<(axum::Router, AppState)> {
+/// How often expired idempotency records are deleted.
+const IDEMPOTENCY_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Opens the store, bootstraps the default catalog, starts the housekeeping task and
+/// builds the router.
+pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
     let data_dir = absolute(&config.data_dir)?;
     let warehouse = match &config.warehouse {
         Some(w) => w.clone(),
@@ -66,23 +74,41 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<(axum::Router, AppSt
         CatalogSettings {
             warehouse_root: warehouse,
             fsync: config.fsync,
+            idempotency_lifetime: config.idempotency_lifetime,
             ..CatalogSettings::default()
         },
     );
     if catalog.bootstrap_catalog(&config.default_catalog).await? {
         tracing::info!(catalog = %config.default_catalog, "created the default catalog");
     }
+    let catalog = Arc::new(catalog);
+    tokio::spawn(purge_idempotency_records(Arc::downgrade(&catalog)));
     let state = AppState {
-        catalog: Arc::new(catalog),
+        catalog,
         default_catalog: Arc::from(config.default_catalog.as_str()),
+        max_body_bytes: config.max_body_bytes,
     };
-    let router = http::router(
-        state.clone(),
+    Ok(http::router(
+        state,
         &HttpSettings {
             max_body_bytes: config.max_body_bytes,
         },
-    );
-    Ok((router, state))
+    ))
+}
+
+/// Deletes expired idempotency records now and then, on every node (deleting the same
+/// expired rows twice is harmless); ends when the catalog is gone.
+async fn purge_idempotency_records(catalog: Weak<Catalog>) {
+    let mut tick = tokio::time::interval(IDEMPOTENCY_PURGE_INTERVAL);
+    loop {
+        tick.tick().await;
+        let Some(catalog) = catalog.upgrade() else {
+            return;
+        };
+        if let Err(e) = catalog.purge_expired_idempotency().await {
+            tracing::warn!(error = %e, "could not delete expired idempotency keys");
+        }
+    }
 }
 
 /// Serves until `shutdown` completes, then drains in-flight requests.

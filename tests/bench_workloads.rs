@@ -28,7 +28,7 @@ impl Floe {
         let dir = tempfile::tempdir().unwrap();
         let mut config = floe::server::ServerConfig::new(dir.path().join("data"));
         config.fsync = false;
-        let (router, _) = floe::server::build(&config).await.unwrap();
+        let router = floe::server::build(&config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();

@@ -3,12 +3,12 @@
 
 use serde_json::json;
 
-use super::error::{CatalogError, CatalogResult, Missing};
-use super::ident::validate_catalog_name;
+use super::error::{catalog_missing, CatalogError, CatalogResult};
 use super::locations::{allowed_bases, DEFAULT_BASE_LOCATION};
-use super::{now_ms, Catalog};
+use super::{new_catalog_id, Catalog, Outcome, RequestContext};
+use crate::model::{now_ms, validate_catalog_name, CatalogRecord, Properties};
 use crate::storage::path_segment;
-use crate::store::{CatalogRecord, Properties, StoreError};
+use crate::store::Mutation;
 
 /// A catalog to create, in the terms of Polaris's `Catalog` object.
 #[derive(Debug, Clone)]
@@ -51,7 +51,11 @@ fn validate_storage_config(storage: &serde_json::Value) -> CatalogResult<()> {
 }
 
 impl Catalog {
-    pub async fn create_catalog(&self, new: NewCatalog) -> CatalogResult<CatalogRecord> {
+    pub async fn create_catalog(
+        &self,
+        ctx: &RequestContext,
+        new: NewCatalog,
+    ) -> CatalogResult<CatalogRecord> {
         validate_catalog_name(&new.name)?;
         if new.catalog_type != "INTERNAL" {
             return Err(CatalogError::bad_request(format!(
@@ -75,6 +79,7 @@ impl Catalog {
         validate_storage_config(&storage_config)?;
         let now = now_ms();
         let record = CatalogRecord {
+            id: new_catalog_id(),
             name: new.name,
             properties,
             storage_config,
@@ -83,14 +88,13 @@ impl Catalog {
             version: 1,
         };
         allowed_bases(&record)?;
-        match self.store.create_catalog(&record).await {
-            Ok(()) => Ok(record),
-            Err(StoreError::CatalogExists) => Err(CatalogError::AlreadyExists(format!(
-                "Catalog already exists: {}",
-                record.name
-            ))),
-            Err(e) => Err(e.into()),
-        }
+        let outcome = Outcome::Catalog {
+            record: record.clone(),
+            created: true,
+        };
+        self.write(ctx, Mutation::CreateCatalog(record.clone()), &outcome)
+            .await?;
+        Ok(record)
     }
 
     /// Creates the catalog unless some catalog exists already; true when created.
@@ -99,12 +103,15 @@ impl Catalog {
             return Ok(false);
         }
         let created = self
-            .create_catalog(NewCatalog {
-                name: name.to_string(),
-                catalog_type: "INTERNAL".into(),
-                properties: Properties::new(),
-                storage_config: None,
-            })
+            .create_catalog(
+                &RequestContext::system(),
+                NewCatalog {
+                    name: name.to_string(),
+                    catalog_type: "INTERNAL".into(),
+                    properties: Properties::new(),
+                    storage_config: None,
+                },
+            )
             .await;
         match created {
             Ok(_) => Ok(true),
@@ -114,6 +121,7 @@ impl Catalog {
         }
     }
 
+    /// The catalog's record: looked up once per request, then passed along.
     pub async fn get_catalog(&self, name: &str) -> CatalogResult<CatalogRecord> {
         self.store
             .get_catalog(name)
@@ -121,19 +129,24 @@ impl Catalog {
             .ok_or_else(|| catalog_missing(name))
     }
 
-    pub async fn list_catalogs(&self) -> CatalogResult<Vec<CatalogRecord>> {
+    pub async fn list_catalogs(&self, _ctx: &RequestContext) -> CatalogResult<Vec<CatalogRecord>> {
         Ok(self.store.list_catalogs().await?)
     }
 
     /// Replaces the given parts; fails with 409 when `expected_version` is stale.
     pub async fn update_catalog(
         &self,
+        ctx: &RequestContext,
         name: &str,
         expected_version: Option<i64>,
         properties: Option<Properties>,
         storage_config: Option<serde_json::Value>,
     ) -> CatalogResult<CatalogRecord> {
         let current = self.get_catalog(name).await?;
+        let expected = expected_version.unwrap_or(current.version);
+        if expected != current.version {
+            return Err(stale_version(name, expected));
+        }
         let mut updated = current.clone();
         if let Some(mut properties) = properties {
             // The base location is required; keep the current one unless replaced.
@@ -149,40 +162,36 @@ impl Catalog {
             updated.storage_config = storage;
         }
         allowed_bases(&updated)?;
-        let expected = expected_version.or(Some(current.version));
-        match self
-            .store
-            .update_catalog(
-                name,
-                expected,
-                &updated.properties,
-                &updated.storage_config,
-                now_ms(),
-            )
-            .await
-        {
-            Ok(record) => Ok(record),
-            Err(StoreError::Conflict) => Err(CatalogError::CommitFailed(format!(
-                "Catalog {name} has changed since version {}; fetch it and retry",
-                expected.unwrap_or_default()
-            ))),
-            Err(StoreError::CatalogMissing(_)) => Err(catalog_missing(name)),
-            Err(e) => Err(e.into()),
+        updated.version = current.version + 1;
+        updated.updated_ms = now_ms();
+        let outcome = Outcome::Catalog {
+            record: updated.clone(),
+            created: false,
+        };
+        let update = Mutation::UpdateCatalog {
+            expected_version: expected,
+            record: updated.clone(),
+        };
+        match self.write(ctx, update, &outcome).await {
+            // Another update won between the read and the write.
+            Err(CatalogError::CommitFailed(_)) => Err(stale_version(name, expected)),
+            other => other.map(|_| updated),
         }
     }
 
-    pub async fn drop_catalog(&self, name: &str) -> CatalogResult<()> {
-        match self.store.drop_catalog(name).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::CatalogNotEmpty) => Err(CatalogError::NamespaceNotEmpty(format!(
-                "Catalog {name} is not empty"
-            ))),
-            Err(StoreError::CatalogMissing(_)) => Err(catalog_missing(name)),
-            Err(e) => Err(e.into()),
-        }
+    pub async fn drop_catalog(&self, ctx: &RequestContext, name: &str) -> CatalogResult<()> {
+        let record = self.get_catalog(name).await?;
+        let drop = Mutation::DropCatalog {
+            catalog: record.id,
+            name: record.name,
+        };
+        self.write(ctx, drop, &Outcome::NoContent).await?;
+        Ok(())
     }
 }
 
-pub fn catalog_missing(name: &str) -> CatalogError {
-    CatalogError::not_found(Missing::Catalog, format!("Catalog does not exist: {name}"))
+fn stale_version(name: &str, expected: i64) -> CatalogError {
+    CatalogError::CommitFailed(format!(
+        "Catalog {name} has changed since version {expected}; fetch it and retry"
+    ))
 }

@@ -264,7 +264,7 @@ pub fn next_metadata_file(metadata_dir: &str, current: Option<&str>, log_len: us
         .and_then(|c| c.rsplit('/').next())
         .and_then(|file| file.split('-').next())
         .and_then(|v| v.parse::<u64>().ok())
-        .map(|v| v + 1)
+        .map(|v| v.saturating_add(1))
         .unwrap_or(if current.is_some() {
             log_len as u64 + 1
         } else {

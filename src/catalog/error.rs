@@ -1,6 +1,13 @@
 //! The catalog's own errors. Each variant says what went wrong in catalog terms; the HTTP
 //! layer maps every variant to one status and Iceberg exception type (`http::error`).
+//!
+//! Errors of the layers below become catalog errors here and only here: store errors,
+//! file errors and invalid names each have one exhaustive `From` (no wildcard arm, so a
+//! new store error is a compile error until it is given its meaning), worded as Iceberg's
+//! Java catalogs word them, because clients match on the text.
 
+use crate::model::{InvalidName, ObjectKind};
+use crate::storage::StorageError;
 use crate::store::StoreError;
 
 /// What kind of entity a lookup did not find; decides the Iceberg exception type.
@@ -40,6 +47,10 @@ pub enum CatalogError {
     /// The store cannot be reached right now; a retry later may succeed (503).
     #[error("{0}")]
     Unavailable(String),
+    /// Another request holds this request's idempotency key; nothing was applied. The
+    /// HTTP layer answers with that request's outcome.
+    #[error("Idempotency key already used")]
+    IdempotencyKeyUsed,
     #[error("internal error: {0:#}")]
     Internal(anyhow::Error),
 }
@@ -63,20 +74,111 @@ impl CatalogError {
     }
 }
 
+pub fn catalog_missing(name: &str) -> CatalogError {
+    CatalogError::not_found(Missing::Catalog, format!("Catalog does not exist: {name}"))
+}
+
+pub fn object_missing(kind: ObjectKind, ident: impl std::fmt::Display) -> CatalogError {
+    let missing = match kind {
+        ObjectKind::Table => Missing::Table,
+        ObjectKind::View => Missing::View,
+    };
+    CatalogError::not_found(missing, format!("{} does not exist: {ident}", kind.title()))
+}
+
+/// "Table already exists" when the name is taken by the same kind, "... with same name"
+/// when by the other kind: tables and views share one name space.
+pub fn object_exists(
+    wanted: ObjectKind,
+    existing: ObjectKind,
+    ident: impl std::fmt::Display,
+) -> CatalogError {
+    CatalogError::AlreadyExists(if wanted == existing {
+        format!("{} already exists: {ident}", existing.title())
+    } else {
+        format!(
+            "{} with same name already exists: {ident}",
+            existing.title()
+        )
+    })
+}
+
 impl From<StoreError> for CatalogError {
-    /// The fallback mapping for store errors the caller did not translate into a message
-    /// with the entity's name. Callers translate the expected ones themselves.
     fn from(error: StoreError) -> Self {
+        use StoreError as S;
         match error {
-            StoreError::Unavailable(message) => CatalogError::Unavailable(message),
-            StoreError::Conflict => {
+            S::CatalogMissing(name) => catalog_missing(&name),
+            S::CatalogExists(name) => {
+                CatalogError::AlreadyExists(format!("Catalog already exists: {name}"))
+            }
+            S::CatalogNotEmpty(name) => {
+                CatalogError::NamespaceNotEmpty(format!("Catalog {name} is not empty"))
+            }
+            S::NamespaceMissing(ns) => CatalogError::not_found(
+                Missing::Namespace,
+                format!("Namespace does not exist: {ns}"),
+            ),
+            S::NamespaceExists(ns) => {
+                CatalogError::AlreadyExists(format!("Namespace already exists: {ns}"))
+            }
+            S::NamespaceNotEmpty(ns) => {
+                CatalogError::NamespaceNotEmpty(format!("Namespace {ns} is not empty"))
+            }
+            S::ObjectMissing { kind, ident } => object_missing(kind, ident),
+            S::ObjectExists {
+                wanted,
+                existing,
+                ident,
+            } => object_exists(wanted, existing, ident),
+            // Java's wording for a rename onto a taken name; a table onto a table is the
+            // plain "Table already exists".
+            S::RenameTargetExists {
+                kind: ObjectKind::Table,
+                existing: ObjectKind::Table,
+                to,
+                ..
+            } => object_exists(ObjectKind::Table, ObjectKind::Table, to),
+            S::RenameTargetExists {
+                existing, from, to, ..
+            } => CatalogError::AlreadyExists(format!(
+                "Cannot rename {from} to {to}. {} already exists",
+                existing.title()
+            )),
+            S::LocationOverlap { location, other } => CatalogError::bad_request(format!(
+                "Location {location} overlaps the location of {other}"
+            )),
+            S::Conflict => {
                 CatalogError::CommitFailed("Concurrent modification, please retry".into())
             }
-            StoreError::CatalogMissing(name) => {
-                CatalogError::not_found(Missing::Catalog, format!("Catalog does not exist: {name}"))
-            }
-            other => CatalogError::Internal(anyhow::anyhow!("unexpected store error: {other}")),
+            S::IdempotencyKeyUsed => CatalogError::IdempotencyKeyUsed,
+            S::Unavailable(message) => CatalogError::Unavailable(message),
+            S::Internal(error) => CatalogError::Internal(error),
         }
+    }
+}
+
+impl From<StorageError> for CatalogError {
+    fn from(error: StorageError) -> Self {
+        match error {
+            // Metadata file names are unique per commit: a taken name means another
+            // writer got there first, so the client should refresh and retry.
+            StorageError::AlreadyExists(location) => {
+                CatalogError::CommitFailed(format!("Metadata file {location} already exists"))
+            }
+            // Files the catalog reads are named by clients (register): their mistake.
+            StorageError::NotFound(location) => CatalogError::bad_request(format!(
+                "Cannot read metadata file {location}: it does not exist"
+            )),
+            e @ StorageError::TooLarge { .. } => CatalogError::bad_request(e.to_string()),
+            StorageError::InvalidLocation(message) => CatalogError::BadRequest(message),
+            StorageError::Io(error) => CatalogError::Internal(error),
+        }
+    }
+}
+
+impl From<InvalidName> for CatalogError {
+    fn from(error: InvalidName) -> Self {
+        CatalogError::BadRequest(error.0)
     }
 }
 

@@ -4,9 +4,8 @@
 use uuid::Uuid;
 
 use super::error::{CatalogError, CatalogResult};
-use super::ident::Ident;
+use crate::model::{CatalogRecord, Ident, Properties};
 use crate::storage::{canonical_location, is_within, path_segment};
-use crate::store::{CatalogRecord, Properties};
 
 pub const DEFAULT_BASE_LOCATION: &str = "default-base-location";
 

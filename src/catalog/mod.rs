@@ -2,29 +2,47 @@
 //! Rust that knows nothing of HTTP. Handlers in `http` parse a request, call one method
 //! here and map the result.
 //!
+//! Every entry point takes the [`RequestContext`] first: who asks, the request id, the
+//! access delegation asked for and the idempotency key. Authorization belongs at those
+//! entry points, after the resources are resolved (a multi-table transaction sees every
+//! table of its body there), not in an HTTP middleware that only sees a URL.
+//!
+//! - `context`: the request context; `outcome`: results as values (rendered by HTTP,
+//!   kept by idempotency keys).
 //! - `catalogs`: catalogs (Polaris's management API).
-//! - `namespaces`, `tables`, `views`: the Iceberg REST resources.
+//! - `namespaces`, `tables`, `views`: the Iceberg REST resources; `objects`: what
+//!   tables and views share (create, register, list, rename, drop, the commit loop).
 //! - `commit`: pure commit rules over iceberg-rust's metadata builders.
 //! - `locations`: where tables and views live, and which locations are allowed.
+//! - `error`: the catalog's errors, and the one translation of store and file errors.
+//!
+//! Every change reaches the store as one `WriteBatch` built by [`Catalog::batch`], which
+//! attaches the request's idempotency record; the change-event outbox attaches there too.
 
 pub mod catalogs;
 pub mod commit;
+pub mod context;
 pub mod error;
-pub mod ident;
 pub mod locations;
 pub mod namespaces;
 mod objects;
+pub mod outcome;
 pub mod pagination;
 pub mod tables;
 pub mod views;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{Mutex, MutexGuard};
 
-use crate::store::Store;
-use ident::Ident;
+use crate::model::{now_ms, CatalogId, Ident};
+use crate::storage::FileStores;
+use crate::store::{Applied, IdempotencyRecord, Mutation, Store, WriteBatch};
+pub use context::RequestContext;
+use error::CatalogResult;
+pub use outcome::Outcome;
 
 /// Settings of the catalog service, passed in explicitly by `floe serve`.
 #[derive(Debug, Clone)]
@@ -38,7 +56,14 @@ pub struct CatalogSettings {
     pub max_commit_attempts: u32,
     /// Largest metadata file accepted by register.
     pub max_metadata_file_bytes: u64,
+    /// How long a client may retry with one `Idempotency-Key` (advertised in
+    /// `/v1/config` as `idempotency-key-lifetime`); outcomes are kept a grace period
+    /// longer.
+    pub idempotency_lifetime: Duration,
 }
+
+/// Kept beyond the advertised lifetime, for clock skew and slow retries.
+pub const IDEMPOTENCY_GRACE: Duration = Duration::from_secs(5 * 60);
 
 impl Default for CatalogSettings {
     fn default() -> Self {
@@ -47,12 +72,14 @@ impl Default for CatalogSettings {
             fsync: true,
             max_commit_attempts: 10,
             max_metadata_file_bytes: 64 * 1024 * 1024,
+            idempotency_lifetime: Duration::from_secs(30 * 60),
         }
     }
 }
 
 pub struct Catalog {
     store: Arc<dyn Store>,
+    files: FileStores,
     settings: CatalogSettings,
     commit_locks: CommitLocks,
 }
@@ -61,19 +88,71 @@ impl Catalog {
     pub fn new(store: Arc<dyn Store>, settings: CatalogSettings) -> Self {
         Catalog {
             store,
+            files: FileStores::new(settings.fsync),
             settings,
             commit_locks: CommitLocks::new(),
         }
     }
 
-    pub fn settings(&self) -> &CatalogSettings {
-        &self.settings
+    pub fn idempotency_lifetime(&self) -> Duration {
+        self.settings.idempotency_lifetime
     }
 
     /// Whether the store can serve requests now.
     pub async fn is_healthy(&self) -> bool {
         self.store.ping().await.is_ok()
     }
+
+    /// The one way a change is made: the mutation, plus the request's idempotency
+    /// record carrying the outcome the client will get, in one store transaction.
+    fn batch(&self, ctx: &RequestContext, mutation: Mutation, outcome: &Outcome) -> WriteBatch {
+        let mut batch = WriteBatch::new(mutation, now_ms());
+        batch.idempotency = ctx.idempotency.as_ref().map(|key| IdempotencyRecord {
+            key: key.key.clone(),
+            fingerprint: key.fingerprint.clone(),
+            outcome: outcome.to_json(),
+            expires_ms: key.expires_ms,
+        });
+        batch
+    }
+
+    async fn write(
+        &self,
+        ctx: &RequestContext,
+        mutation: Mutation,
+        outcome: &Outcome,
+    ) -> CatalogResult<Applied> {
+        Ok(self.store.write(self.batch(ctx, mutation, outcome)).await?)
+    }
+
+    /// Keeps the outcome of a request that changed nothing (a commit without updates, a
+    /// final rejection) under its idempotency key, if it has one.
+    pub async fn record_outcome(
+        &self,
+        ctx: &RequestContext,
+        outcome: &Outcome,
+    ) -> CatalogResult<()> {
+        if ctx.idempotency.is_some() {
+            self.write(ctx, Mutation::None, outcome).await?;
+        }
+        Ok(())
+    }
+
+    /// The live record of an idempotency key.
+    pub async fn idempotency_record(&self, key: &str) -> CatalogResult<Option<IdempotencyRecord>> {
+        Ok(self.store.idempotency_record(key, now_ms()).await?)
+    }
+
+    /// Deletes expired idempotency records (`floe serve` runs this periodically).
+    pub async fn purge_expired_idempotency(&self) -> CatalogResult<u64> {
+        Ok(self.store.purge_expired_idempotency(now_ms()).await?)
+    }
+}
+
+/// A fresh random id for a new catalog.
+fn new_catalog_id() -> CatalogId {
+    use rand::Rng;
+    CatalogId(rand::rng().random_range(1..i64::MAX))
 }
 
 /// Serialises commits to the same table or view inside this process, so that concurrent
@@ -93,7 +172,7 @@ impl CommitLocks {
         }
     }
 
-    fn stripe(catalog: &str, ident: &Ident) -> usize {
+    fn stripe(catalog: CatalogId, ident: &Ident) -> usize {
         let mut hasher = DefaultHasher::new();
         catalog.hash(&mut hasher);
         ident.hash(&mut hasher);
@@ -104,7 +183,7 @@ impl CommitLocks {
     /// transactions cannot deadlock.
     async fn lock<'a>(
         &'a self,
-        catalog: &str,
+        catalog: CatalogId,
         idents: impl IntoIterator<Item = &Ident>,
     ) -> Vec<MutexGuard<'a, ()>> {
         let mut stripes: Vec<usize> = idents
@@ -119,9 +198,4 @@ impl CommitLocks {
         }
         guards
     }
-}
-
-/// Milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }

@@ -2,10 +2,13 @@
 //! parent and only dropped when empty, so the tree never has orphans.
 
 use super::error::{CatalogError, CatalogResult, Missing};
-use super::ident::Namespace;
 use super::pagination::{listed, ListRequest, Listed};
-use super::Catalog;
-use crate::store::{Properties, PropertiesChange, StoreError};
+use super::{Catalog, Outcome, RequestContext};
+use crate::model::{Namespace, Properties, PropertiesChange};
+use crate::store::{Mutation, StoreError};
+
+/// Attempts of a properties update that keeps meeting concurrent updates.
+const MAX_UPDATE_ATTEMPTS: u32 = 10;
 
 pub fn namespace_missing(namespace: &Namespace) -> CatalogError {
     CatalogError::not_found(
@@ -14,17 +17,10 @@ pub fn namespace_missing(namespace: &Namespace) -> CatalogError {
     )
 }
 
-/// Maps the store errors every namespace call can meet.
-fn namespace_error(error: StoreError) -> CatalogError {
-    match error {
-        StoreError::NamespaceMissing(ns) => namespace_missing(&ns),
-        other => other.into(),
-    }
-}
-
 impl Catalog {
     pub async fn list_namespaces(
         &self,
+        _ctx: &RequestContext,
         catalog: &str,
         parent: Option<&Namespace>,
         list: &ListRequest,
@@ -34,32 +30,34 @@ impl Catalog {
         let page = self
             .store
             .list_namespaces(catalog, parent, &list.to_page_request()?)
-            .await
-            .map_err(namespace_error)?;
+            .await?;
         Ok(listed(page, |ns| ns))
     }
 
     pub async fn create_namespace(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
         properties: Properties,
     ) -> CatalogResult<Properties> {
-        match self
-            .store
-            .create_namespace(catalog, namespace, &properties)
-            .await
-        {
-            Ok(()) => Ok(properties),
-            Err(StoreError::NamespaceExists) => Err(CatalogError::AlreadyExists(format!(
-                "Namespace already exists: {namespace}"
-            ))),
-            Err(e) => Err(namespace_error(e)),
-        }
+        let record = self.get_catalog(catalog).await?;
+        let outcome = Outcome::Namespace {
+            namespace: namespace.levels().to_vec(),
+            properties: properties.clone(),
+        };
+        let create = Mutation::CreateNamespace {
+            catalog: record.id,
+            namespace: namespace.clone(),
+            properties: properties.clone(),
+        };
+        self.write(ctx, create, &outcome).await?;
+        Ok(properties)
     }
 
     pub async fn load_namespace(
         &self,
+        _ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
     ) -> CatalogResult<Properties> {
@@ -69,18 +67,27 @@ impl Catalog {
             .ok_or_else(|| namespace_missing(namespace))
     }
 
-    pub async fn drop_namespace(&self, catalog: &str, namespace: &Namespace) -> CatalogResult<()> {
-        match self.store.drop_namespace(catalog, namespace).await {
-            Ok(()) => Ok(()),
-            Err(StoreError::NamespaceNotEmpty) => Err(CatalogError::NamespaceNotEmpty(format!(
-                "Namespace {namespace} is not empty"
-            ))),
-            Err(e) => Err(namespace_error(e)),
-        }
+    pub async fn drop_namespace(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        namespace: &Namespace,
+    ) -> CatalogResult<()> {
+        let record = self.get_catalog(catalog).await?;
+        let drop = Mutation::DropNamespace {
+            catalog: record.id,
+            namespace: namespace.clone(),
+        };
+        self.write(ctx, drop, &Outcome::NoContent).await?;
+        Ok(())
     }
 
+    /// Computes the change on the current properties and swaps them if nobody changed
+    /// them meanwhile (retrying if somebody did), so the answer says exactly what this
+    /// request did.
     pub async fn update_namespace_properties(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
         removals: Vec<String>,
@@ -99,9 +106,24 @@ impl Catalog {
                 both.join(", ")
             )));
         }
-        self.store
-            .update_namespace_properties(catalog, namespace, &removals, &updates)
-            .await
-            .map_err(namespace_error)
+        let record = self.get_catalog(catalog).await?;
+        for _ in 0..MAX_UPDATE_ATTEMPTS {
+            let expected = self.load_namespace(ctx, catalog, namespace).await?;
+            let mut properties = expected.clone();
+            let change = PropertiesChange::apply(&mut properties, &removals, &updates);
+            let update = Mutation::UpdateNamespace {
+                catalog: record.id,
+                namespace: namespace.clone(),
+                expected,
+                properties,
+            };
+            let outcome = Outcome::PropertiesChange(change.clone());
+            match self.store.write(self.batch(ctx, update, &outcome)).await {
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+                Ok(_) => return Ok(change),
+            }
+        }
+        Err(StoreError::Conflict.into())
     }
 }

@@ -1,79 +1,35 @@
-//! What tables and views share: the optimistic commit loop, metadata file writes and the
-//! translation of store errors into messages that name the entity.
+//! What tables and views share, written once: list, create, register, rename, drop, and
+//! the optimistic commit loop with its metadata file writes. `tables.rs` and `views.rs`
+//! keep only what differs (how metadata is built and changed), so a cross-cutting
+//! feature (authorization, events, another file store) is added here, in one place.
 
 use std::future::Future;
 
-use super::error::{CatalogError, CatalogResult, Missing};
-use super::ident::Ident;
-use super::namespaces::namespace_missing;
-use super::Catalog;
-use crate::storage;
-use crate::store::{ObjectKind, ObjectWrite, StoreError, StoredObject};
+use super::error::{object_exists, object_missing, CatalogError, CatalogResult};
+use super::locations::check_allowed;
+use super::pagination::{listed, ListRequest, Listed};
+use super::{Catalog, Outcome, RequestContext};
+use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
+use crate::store::{Applied, Mutation, ObjectWrite, StoreError, StoredObject};
 
-pub fn object_missing(kind: ObjectKind, ident: &Ident) -> CatalogError {
-    match kind {
-        ObjectKind::Table => {
-            CatalogError::not_found(Missing::Table, format!("Table does not exist: {ident}"))
-        }
-        ObjectKind::View => {
-            CatalogError::not_found(Missing::View, format!("View does not exist: {ident}"))
-        }
-    }
-}
-
-/// "Table already exists" when the name is taken by the same kind, "... with same name"
-/// when by the other kind: tables and views share one name space.
-pub fn object_exists(wanted: ObjectKind, existing: ObjectKind, ident: &Ident) -> CatalogError {
-    CatalogError::AlreadyExists(match (wanted, existing) {
-        (ObjectKind::Table, ObjectKind::Table) => format!("Table already exists: {ident}"),
-        (ObjectKind::View, ObjectKind::View) => format!("View already exists: {ident}"),
-        (ObjectKind::Table, ObjectKind::View) => {
-            format!("View with same name already exists: {ident}")
-        }
-        (ObjectKind::View, ObjectKind::Table) => {
-            format!("Table with same name already exists: {ident}")
-        }
-    })
-}
-
-/// Translates the store errors of a write on objects of `kind`.
-pub fn object_error(kind: ObjectKind, error: StoreError) -> CatalogError {
-    match error {
-        StoreError::ObjectMissing(ident) => object_missing(kind, &ident),
-        StoreError::ObjectExists {
-            ident,
-            kind: existing,
-        } => object_exists(kind, existing, &ident),
-        StoreError::NamespaceMissing(ns) => namespace_missing(&ns),
-        StoreError::LocationOverlap { location, other } => CatalogError::bad_request(format!(
-            "Location {location} overlaps the location of {other}"
-        )),
-        other => other.into(),
-    }
-}
-
-/// Translates the store errors of a rename; Java's wording when the target name is taken.
-pub fn rename_error(kind: ObjectKind, from: &Ident, error: StoreError) -> CatalogError {
-    match error {
-        StoreError::ObjectExists {
-            ident,
-            kind: existing,
-        } if !(kind == ObjectKind::Table && existing == ObjectKind::Table) => {
-            let existing = match existing {
-                ObjectKind::Table => "Table",
-                ObjectKind::View => "View",
-            };
-            CatalogError::AlreadyExists(format!(
-                "Cannot rename {from} to {ident}. {existing} already exists"
-            ))
-        }
-        other => object_error(kind, other),
-    }
+/// Whether the metadata files of a commit are new (written by the commit loop, removed if
+/// the commit fails) or exist already (a register: never written, never removed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum MetadataFiles {
+    New,
+    Existing,
 }
 
 /// Whether a failed store write certainly changed nothing.
 fn is_definitely_rejected(error: &StoreError) -> bool {
     !matches!(error, StoreError::Unavailable(_) | StoreError::Internal(_))
+}
+
+/// A metadata file named by a register request, parsed: its JSON as stored, and the
+/// object's location.
+pub(super) struct Registered {
+    pub metadata: String,
+    pub location: String,
 }
 
 impl Catalog {
@@ -91,20 +47,190 @@ impl Catalog {
             .filter(|o| o.kind == kind))
     }
 
-    /// Writes a new metadata file (never overwriting one) off the async threads.
-    async fn write_metadata_file(&self, location: String, json: String) -> CatalogResult<()> {
-        let fsync = self.settings.fsync;
-        tokio::task::spawn_blocking(move || {
-            storage::write_new_file(&location, json.as_bytes(), fsync)
-        })
-        .await
-        .map_err(CatalogError::internal)?
+    pub(super) async fn list_objects(
+        &self,
+        _ctx: &RequestContext,
+        catalog: &str,
+        namespace: &Namespace,
+        kind: ObjectKind,
+        list: &ListRequest,
+    ) -> CatalogResult<Listed<Ident>> {
+        let page = self
+            .store
+            .list_objects(catalog, namespace, kind, &list.to_page_request()?)
+            .await?;
+        Ok(listed(page, |name| Ident {
+            namespace: namespace.clone(),
+            name,
+        }))
+    }
+
+    /// Creates a table or view from a prepared first write, unless the name is taken.
+    pub(super) async fn create_object(
+        &self,
+        ctx: &RequestContext,
+        catalog: &CatalogRecord,
+        write: ObjectWrite,
+        outcome: impl Fn(&ObjectWrite) -> Outcome,
+    ) -> CatalogResult<ObjectWrite> {
+        let idents = [write.ident.clone()];
+        let writes = self
+            .commit_with_retry(
+                ctx,
+                catalog,
+                &idents,
+                MetadataFiles::New,
+                |current| {
+                    let result = match current.into_iter().next().flatten() {
+                        Some(existing) => {
+                            Err(object_exists(write.kind, existing.kind, &write.ident))
+                        }
+                        None => Ok(vec![write.clone()]),
+                    };
+                    async move { result }
+                },
+                |writes| outcome(&writes[0]),
+            )
+            .await?;
+        Ok(writes.into_iter().next().expect("a create has one write"))
+    }
+
+    /// Registers an existing metadata file as a table or view (with `overwrite`, points
+    /// an existing one of the same kind at it).
+    #[allow(clippy::too_many_arguments)] // each is one part of the request
+    pub(super) async fn register_object(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        kind: ObjectKind,
+        ident: &Ident,
+        metadata_location: &str,
+        overwrite: bool,
+        parse: impl FnOnce(&[u8]) -> CatalogResult<Registered>,
+        outcome: impl Fn(&ObjectWrite) -> Outcome,
+    ) -> CatalogResult<ObjectWrite> {
+        let record = self.get_catalog(catalog).await?;
+        self.load_namespace(ctx, catalog, &ident.namespace).await?;
+        // Only read files inside the catalog's locations: a register request must not be a
+        // way to read (or probe for) arbitrary files of the server.
+        check_allowed(&record, metadata_location)?;
+        let bytes = self
+            .files
+            .for_catalog(&record)
+            .read(metadata_location, self.settings.max_metadata_file_bytes)
+            .await?;
+        let registered = parse(&bytes)?;
+        let canonical = check_allowed(&record, &registered.location)?;
+        let writes = self
+            .commit_with_retry(
+                ctx,
+                &record,
+                std::slice::from_ref(ident),
+                MetadataFiles::Existing,
+                |current| {
+                    let expected = match current.into_iter().next().flatten() {
+                        Some(object) if overwrite && object.kind == kind => {
+                            Ok(Some(object.metadata_location))
+                        }
+                        Some(object) => Err(object_exists(kind, object.kind, ident)),
+                        None => Ok(None),
+                    };
+                    let write = expected.map(|expected| {
+                        vec![ObjectWrite {
+                            ident: ident.clone(),
+                            kind,
+                            expected_metadata_location: expected,
+                            metadata_location: metadata_location.to_string(),
+                            metadata: registered.metadata.clone(),
+                            location: canonical.clone(),
+                            check_location: true,
+                        }]
+                    });
+                    async move { write }
+                },
+                |writes| outcome(&writes[0]),
+            )
+            .await?;
+        Ok(writes.into_iter().next().expect("a register has one write"))
+    }
+
+    pub(super) async fn rename_object(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        kind: ObjectKind,
+        from: &Ident,
+        to: &Ident,
+    ) -> CatalogResult<()> {
+        let record = self.get_catalog(catalog).await?;
+        let _guards = self.commit_locks.lock(record.id, [from, to]).await;
+        let rename = Mutation::RenameObject {
+            catalog: record.id,
+            kind,
+            from: from.clone(),
+            to: to.clone(),
+        };
+        self.write(ctx, rename, &Outcome::NoContent).await?;
+        Ok(())
+    }
+
+    /// Removes a table or view; returns what it pointed at.
+    pub(super) async fn drop_object(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        kind: ObjectKind,
+        ident: &Ident,
+    ) -> CatalogResult<(CatalogRecord, StoredObject)> {
+        let record = self.get_catalog(catalog).await?;
+        let _guards = self.commit_locks.lock(record.id, [ident]).await;
+        let drop = Mutation::DropObject {
+            catalog: record.id,
+            kind,
+            ident: ident.clone(),
+        };
+        match self.write(ctx, drop, &Outcome::NoContent).await? {
+            Applied::Dropped(object) => Ok((record, object)),
+            Applied::Done => Err(object_missing(kind, ident)),
+        }
+    }
+
+    /// Writes the new metadata files of a commit (never overwriting one); on failure,
+    /// removes the ones already written.
+    async fn write_metadata_files(
+        &self,
+        catalog: &CatalogRecord,
+        writes: &[ObjectWrite],
+    ) -> CatalogResult<()> {
+        let files = self.files.for_catalog(catalog);
+        for (i, w) in writes.iter().enumerate() {
+            let written = files
+                .write_new(&w.metadata_location, w.metadata.clone().into_bytes())
+                .await;
+            if let Err(e) = written {
+                self.remove_files_quietly(catalog, &writes[..i]).await;
+                return Err(e.into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Best-effort removal of files this server wrote but will not point at.
+    async fn remove_files_quietly(&self, catalog: &CatalogRecord, writes: &[ObjectWrite]) {
+        let files = self.files.for_catalog(catalog);
+        for w in writes {
+            if let Err(e) = files.delete(&w.metadata_location).await {
+                tracing::warn!(file = %w.metadata_location, error = %e, "could not remove an unused metadata file");
+            }
+        }
     }
 
     /// The commit loop. `prepare` gets the current state of the objects, checks
     /// requirements and applies updates; the new metadata files are written (durably,
     /// never over an existing file) and the store then swaps all pointers atomically if
-    /// none moved meanwhile.
+    /// none moved meanwhile, together with the request's idempotency record (whose
+    /// outcome `outcome` computes from the writes). An empty set of writes (nothing
+    /// changed) is returned without a store write.
     ///
     /// Commits to the same objects first queue on a lock in this process. The first
     /// attempt is optimistic (no database lock held while files are written). If it loses
@@ -114,26 +240,28 @@ impl Catalog {
     /// state, so requirements are always checked against what the commit will replace.
     pub(super) async fn commit_with_retry<F, Fut>(
         &self,
-        catalog: &str,
-        kind: ObjectKind,
+        ctx: &RequestContext,
+        catalog: &CatalogRecord,
         idents: &[Ident],
+        files: MetadataFiles,
         prepare: F,
+        outcome: impl Fn(&[ObjectWrite]) -> Outcome,
     ) -> CatalogResult<Vec<ObjectWrite>>
     where
         F: Fn(Vec<Option<StoredObject>>) -> Fut,
         Fut: Future<Output = CatalogResult<Vec<ObjectWrite>>>,
     {
-        let _guards = self.commit_locks.lock(catalog, idents).await;
+        let _guards = self.commit_locks.lock(catalog.id, idents).await;
         let attempts = self.settings.max_commit_attempts.max(1);
         for attempt in 1..=attempts {
             let locked = if attempt == 1 {
                 None
             } else {
-                match self.store.lock_objects(catalog, idents).await {
+                match self.store.lock_objects(catalog.id, idents).await {
                     Ok(locked) => Some(locked),
                     // Locking lost to a deadlock (the database chose this one): retry.
                     Err(StoreError::Conflict) if attempt < attempts => continue,
-                    Err(e) => return Err(object_error(kind, e)),
+                    Err(e) => return Err(e.into()),
                 }
             };
             let current = match &locked {
@@ -141,7 +269,7 @@ impl Catalog {
                 None => {
                     let mut current = Vec::with_capacity(idents.len());
                     for ident in idents {
-                        current.push(self.store.load_object(catalog, ident).await?);
+                        current.push(self.store.load_object(&catalog.name, ident).await?);
                     }
                     current
                 }
@@ -150,48 +278,42 @@ impl Catalog {
             if writes.is_empty() {
                 return Ok(writes);
             }
-            for (i, w) in writes.iter().enumerate() {
-                if let Err(e) = self
-                    .write_metadata_file(w.metadata_location.clone(), w.metadata.clone())
-                    .await
-                {
-                    for written in &writes[..i] {
-                        storage::remove_file_quietly(&written.metadata_location);
-                    }
-                    return Err(e);
-                }
+            if files == MetadataFiles::New {
+                self.write_metadata_files(catalog, &writes).await?;
             }
-            let committed = match locked {
-                Some(locked) => locked.commit(&writes).await,
-                None => self.store.commit_objects(catalog, &writes).await,
+            let commit = Mutation::CommitObjects {
+                catalog: catalog.id,
+                writes: writes.clone(),
             };
-            match committed {
-                Ok(()) => return Ok(writes),
-                Err(error) => {
-                    // Remove the new files only when the store says for certain that
-                    // nothing was committed. After a lost connection or an internal
-                    // error the outcome is unknown, and the pointer may already name
-                    // them: an orphan file is harmless, a dangling pointer is not.
-                    if is_definitely_rejected(&error) {
-                        for w in &writes {
-                            storage::remove_file_quietly(&w.metadata_location);
-                        }
-                    }
-                    match error {
-                        StoreError::Conflict if attempt < attempts => {
-                            tracing::info!(
-                                attempt,
-                                "commit lost a race; retrying under a lock on fresh metadata"
-                            );
-                        }
-                        StoreError::Conflict => {
-                            return Err(CatalogError::CommitFailed(format!(
-                                "Commit failed after {attempts} attempts: concurrent modifications"
-                            )))
-                        }
-                        other => return Err(object_error(kind, other)),
-                    }
+            let batch = self.batch(ctx, commit, &outcome(&writes));
+            let committed = match locked {
+                Some(locked) => locked.write(batch).await,
+                None => self.store.write(batch).await,
+            };
+            let error = match committed {
+                Ok(_) => return Ok(writes),
+                Err(error) => error,
+            };
+            // Remove the new files only when the store says for certain that nothing was
+            // committed. After a lost connection or an internal error the outcome is
+            // unknown, and the pointer may already name them: an orphan file is
+            // harmless, a dangling pointer is not.
+            if files == MetadataFiles::New && is_definitely_rejected(&error) {
+                self.remove_files_quietly(catalog, &writes).await;
+            }
+            match error {
+                StoreError::Conflict if attempt < attempts => {
+                    tracing::info!(
+                        attempt,
+                        "commit lost a race; retrying under a lock on fresh metadata"
+                    );
                 }
+                StoreError::Conflict => {
+                    return Err(CatalogError::CommitFailed(format!(
+                        "Commit failed after {attempts} attempts: concurrent modifications"
+                    )))
+                }
+                other => return Err(other.into()),
             }
         }
         unreachable!("the loop returns on its last attempt")

@@ -55,15 +55,19 @@ fn encode_token(name: &str) -> String {
 }
 
 fn decode_token(token: &str) -> CatalogResult<String> {
-    let invalid = || CatalogError::bad_request(format!("Invalid pageToken: {token}"));
-    if !token.len().is_multiple_of(2) || token.len() > 4096 {
+    let invalid = || CatalogError::bad_request(format!("Invalid pageToken: {token:?}"));
+    // Work on bytes: a token is client input, and slicing a `str` at byte offsets
+    // panics inside a multi-byte character.
+    let hex = token.as_bytes();
+    if !hex.len().is_multiple_of(2) || hex.len() > 4096 {
         return Err(invalid());
     }
-    let bytes = (0..token.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&token[i..i + 2], 16))
-        .collect::<Result<Vec<u8>, _>>()
-        .map_err(|_| invalid())?;
+    let digit = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let bytes = hex
+        .chunks_exact(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(invalid)?;
     String::from_utf8(bytes).map_err(|_| invalid())
 }
 
@@ -78,6 +82,10 @@ mod tests {
         }
         assert!(decode_token("zz").is_err());
         assert!(decode_token("abc").is_err());
+        // Multi-byte characters in a token are refused, never sliced through.
+        for bad in ["é", "éé", "aé", "éa", "€1", "+1", "-1"] {
+            assert!(decode_token(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

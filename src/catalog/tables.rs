@@ -14,15 +14,15 @@ use super::commit::{
     apply_table_updates, check_table_requirements, metadata_json, next_metadata_file,
     table_metadata_from_updates,
 };
-use super::error::{CatalogError, CatalogResult, Missing};
-use super::ident::{Ident, Namespace};
+use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
 use super::locations::{check_allowed, default_location, metadata_dir};
 use super::namespaces::namespace_missing;
-use super::objects::{object_error, object_exists, object_missing, rename_error};
-use super::pagination::{listed, ListRequest, Listed};
-use super::Catalog;
-use crate::storage;
-use crate::store::{ObjectKind, ObjectWrite, StoreError, StoredObject};
+use super::objects::{MetadataFiles, Registered};
+pub use super::outcome::LoadedTable;
+use super::pagination::{ListRequest, Listed};
+use super::{Catalog, Outcome, RequestContext};
+use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
+use crate::store::{Mutation, ObjectWrite, StoredObject};
 
 /// The body of a create-table request.
 #[derive(Debug, Deserialize)]
@@ -53,15 +53,6 @@ pub enum SnapshotsMode {
     All,
     /// Only snapshots some branch or tag points at.
     Refs,
-}
-
-/// A table's pointer and metadata document, ready to be sent as a LoadTableResult.
-#[derive(Debug, Clone)]
-pub struct LoadedTable {
-    /// `None` for a staged table, which has no metadata file yet.
-    pub metadata_location: Option<String>,
-    /// The metadata document as JSON text.
-    pub metadata: String,
 }
 
 fn parse_metadata(json: &str) -> CatalogResult<TableMetadata> {
@@ -162,43 +153,30 @@ fn validate_metrics_report(report: &serde_json::Value) -> CatalogResult<()> {
 impl Catalog {
     pub async fn list_tables(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
         list: &ListRequest,
     ) -> CatalogResult<Listed<Ident>> {
-        let page = self
-            .store
-            .list_objects(
-                catalog,
-                namespace,
-                ObjectKind::Table,
-                &list.to_page_request()?,
-            )
+        self.list_objects(ctx, catalog, namespace, ObjectKind::Table, list)
             .await
-            .map_err(|e| object_error(ObjectKind::Table, e))?;
-        Ok(listed(page, |name| Ident {
-            namespace: namespace.clone(),
-            name,
-        }))
     }
 
     pub async fn create_table(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
         request: CreateTable,
     ) -> CatalogResult<LoadedTable> {
         let ident = Ident::new(namespace.clone(), request.name)?;
-        let catalog_record = self.get_catalog(catalog).await?;
-        let namespace_properties = self.load_namespace(catalog, namespace).await?;
-        if let Some(existing) = self.store.load_object(catalog, &ident).await? {
-            return Err(object_exists(ObjectKind::Table, existing.kind, &ident));
-        }
+        let record = self.get_catalog(catalog).await?;
+        let namespace_properties = self.load_namespace(ctx, catalog, namespace).await?;
         let location = match request.location {
             Some(location) => location.trim_end_matches('/').to_string(),
-            None => default_location(&catalog_record, &namespace_properties, &ident),
+            None => default_location(&record, &namespace_properties, &ident),
         };
-        let canonical = check_allowed(&catalog_record, &location)?;
+        let canonical = check_allowed(&record, &location)?;
         let (format_version, properties) = format_version_and_properties(request.properties)?;
         let metadata = TableMetadataBuilder::new(
             request.schema,
@@ -214,17 +192,25 @@ impl Catalog {
         .metadata;
         let json = metadata_json(&metadata)?;
         if request.stage_create {
-            return Ok(LoadedTable {
+            // Nothing is stored until the client commits the create; the name must be
+            // free now, and is checked again then.
+            if let Some(existing) = self.store.load_object(catalog, &ident).await? {
+                return Err(object_exists(ObjectKind::Table, existing.kind, &ident));
+            }
+            let staged = LoadedTable {
                 metadata_location: None,
                 metadata: json,
-            });
+            };
+            self.record_outcome(ctx, &Outcome::Table(staged.clone()))
+                .await?;
+            return Ok(staged);
         }
         let write = ObjectWrite {
-            ident: ident.clone(),
+            ident,
             kind: ObjectKind::Table,
             expected_metadata_location: None,
             metadata_location: next_metadata_file(
-                &metadata_dir(&catalog_record, &location, metadata.properties())?,
+                &metadata_dir(&record, &location, metadata.properties())?,
                 None,
                 0,
             ),
@@ -232,22 +218,15 @@ impl Catalog {
             location: canonical,
             check_location: true,
         };
-        let writes = self
-            .commit_with_retry(
-                catalog,
-                ObjectKind::Table,
-                std::slice::from_ref(&ident),
-                |_current| {
-                    let write = write.clone();
-                    async move { Ok(vec![write]) }
-                },
-            )
+        let write = self
+            .create_object(ctx, &record, write, |w| Outcome::Table(loaded(w)))
             .await?;
-        Ok(loaded(writes.into_iter().next()))
+        Ok(loaded(&write))
     }
 
     pub async fn load_table(
         &self,
+        _ctx: &RequestContext,
         catalog: &str,
         ident: &Ident,
         snapshots: SnapshotsMode,
@@ -256,17 +235,7 @@ impl Catalog {
             .load_kind(catalog, ident, ObjectKind::Table)
             .await?
             .ok_or_else(|| object_missing(ObjectKind::Table, ident))?;
-        // The metadata comes from the store, but a table whose file was deleted behind the
-        // catalog's back is broken for every engine: say so, as a file-based catalog would.
-        if !storage::file_exists(&object.metadata_location) {
-            return Err(CatalogError::not_found(
-                Missing::File,
-                format!(
-                    "Failed to open input stream for file: {}",
-                    object.metadata_location
-                ),
-            ));
-        }
+        self.check_metadata_file(&object.metadata_location).await?;
         let metadata = match snapshots {
             SnapshotsMode::All => object.metadata,
             SnapshotsMode::Refs => only_referenced_snapshots(&object.metadata)?,
@@ -277,25 +246,54 @@ impl Catalog {
         })
     }
 
+    /// The metadata comes from the store, but a table whose file was deleted behind the
+    /// catalog's back is broken for every engine: say so, as a file-based catalog would.
+    /// Only where the check is a local `stat`: on object storage it would cost a request
+    /// per load, so there the store's copy is trusted.
+    async fn check_metadata_file(&self, location: &str) -> CatalogResult<()> {
+        let files = self.files.local();
+        if files.cheap_exists() && location.starts_with("file:") && !files.exists(location).await? {
+            return Err(CatalogError::not_found(
+                Missing::File,
+                format!("Failed to open input stream for file: {location}"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Commits changes to one table; creates it when the requirements assert it must not
     /// exist yet (the second step of a staged create).
     pub async fn commit_table(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         change: TableChange,
     ) -> CatalogResult<LoadedTable> {
         let ident = change.ident.clone();
-        let mut committed = self.commit_tables(catalog, vec![change]).await?;
+        let record = self.get_catalog(catalog).await?;
+        let mut committed = self
+            .commit_tables(ctx, &record, vec![change], |writes| {
+                Outcome::Table(loaded(&writes[0]))
+            })
+            .await?;
         match committed.pop() {
-            Some(table) => Ok(table),
+            Some(write) => Ok(loaded(&write)),
             // Nothing changed: answer with the current state.
-            None => self.load_table(catalog, &ident, SnapshotsMode::All).await,
+            None => {
+                let current = self
+                    .load_table(ctx, catalog, &ident, SnapshotsMode::All)
+                    .await?;
+                self.record_outcome(ctx, &Outcome::Table(current.clone()))
+                    .await?;
+                Ok(current)
+            }
         }
     }
 
     /// Commits changes to several tables atomically: all or none.
     pub async fn commit_transaction(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         changes: Vec<TableChange>,
     ) -> CatalogResult<()> {
@@ -308,71 +306,63 @@ impl Catalog {
                 )));
             }
         }
-        self.commit_tables(catalog, changes).await.map(|_| ())
+        let record = self.get_catalog(catalog).await?;
+        let committed = self
+            .commit_tables(ctx, &record, changes, |_| Outcome::NoContent)
+            .await?;
+        if committed.is_empty() {
+            self.record_outcome(ctx, &Outcome::NoContent).await?;
+        }
+        Ok(())
     }
 
-    /// Returns the tables that changed (unchanged ones are skipped, as no file is needed).
+    /// Returns the writes of the tables that changed (unchanged ones are skipped, as no
+    /// file is needed).
     async fn commit_tables(
         &self,
-        catalog: &str,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
         changes: Vec<TableChange>,
-    ) -> CatalogResult<Vec<LoadedTable>> {
-        let catalog_record = self.get_catalog(catalog).await?;
+        outcome: impl Fn(&[ObjectWrite]) -> Outcome,
+    ) -> CatalogResult<Vec<ObjectWrite>> {
         let idents: Vec<Ident> = changes.iter().map(|c| c.ident.clone()).collect();
-        let writes = self
-            .commit_with_retry(catalog, ObjectKind::Table, &idents, |current| async {
+        self.commit_with_retry(
+            ctx,
+            record,
+            &idents,
+            MetadataFiles::New,
+            |current| async {
                 let mut writes = Vec::with_capacity(changes.len());
                 for (change, current) in changes.iter().zip(current) {
-                    if let Some(write) = self
-                        .prepare_table_change(catalog, &catalog_record, change, current)
-                        .await?
-                    {
+                    if let Some(write) = self.prepare_table_change(record, change, current).await? {
                         writes.push(write);
                     }
                 }
                 Ok(writes)
-            })
-            .await?;
-        Ok(writes.into_iter().map(|w| loaded(Some(w))).collect())
+            },
+            outcome,
+        )
+        .await
     }
 
     async fn prepare_table_change(
         &self,
-        catalog: &str,
-        catalog_record: &crate::store::CatalogRecord,
+        record: &CatalogRecord,
         change: &TableChange,
         current: Option<StoredObject>,
     ) -> CatalogResult<Option<ObjectWrite>> {
         let ident = &change.ident;
+        let creating = change.requirements.contains(&TableRequirement::NotExist);
         let (metadata, expected, previous_location) = match current {
             Some(object) if object.kind == ObjectKind::View => {
-                return Err(
-                    if change.requirements.contains(&TableRequirement::NotExist) {
-                        object_exists(ObjectKind::Table, ObjectKind::View, ident)
-                    } else {
-                        object_missing(ObjectKind::Table, ident)
-                    },
-                );
+                return Err(if creating {
+                    object_exists(ObjectKind::Table, ObjectKind::View, ident)
+                } else {
+                    object_missing(ObjectKind::Table, ident)
+                });
             }
-            None => {
-                if !change.requirements.contains(&TableRequirement::NotExist) {
-                    return Err(object_missing(ObjectKind::Table, ident));
-                }
-                check_table_requirements(&change.requirements, None)?;
-                let namespace_properties = self
-                    .store
-                    .get_namespace(catalog, &ident.namespace)
-                    .await?
-                    .ok_or_else(|| namespace_missing(&ident.namespace))?;
-                let metadata = table_metadata_from_updates(change.updates.clone(), || {
-                    Ok(default_location(
-                        catalog_record,
-                        &namespace_properties,
-                        ident,
-                    ))
-                })?;
-                (metadata, None, None)
-            }
+            None if !creating => return Err(object_missing(ObjectKind::Table, ident)),
+            None => (self.prepare_table_create(record, change).await?, None, None),
             Some(object) => {
                 let base = parse_metadata(&object.metadata)?;
                 let previous_location = base.location().to_string();
@@ -394,13 +384,13 @@ impl Catalog {
                 )
             }
         };
-        let canonical = check_allowed(catalog_record, metadata.location())?;
+        let canonical = check_allowed(record, metadata.location())?;
         let log_len = metadata.metadata_log().len();
         Ok(Some(ObjectWrite {
             ident: ident.clone(),
             kind: ObjectKind::Table,
             metadata_location: next_metadata_file(
-                &metadata_dir(catalog_record, metadata.location(), metadata.properties())?,
+                &metadata_dir(record, metadata.location(), metadata.properties())?,
                 expected.as_deref(),
                 log_len,
             ),
@@ -411,21 +401,41 @@ impl Catalog {
         }))
     }
 
-    /// Drops a table; with `purge`, also deletes the files under its location.
-    pub async fn drop_table(&self, catalog: &str, ident: &Ident, purge: bool) -> CatalogResult<()> {
-        let dropped = self
+    /// The metadata of a table created by a commit (a staged create's second step).
+    async fn prepare_table_create(
+        &self,
+        record: &CatalogRecord,
+        change: &TableChange,
+    ) -> CatalogResult<TableMetadata> {
+        let ident = &change.ident;
+        check_table_requirements(&change.requirements, None)?;
+        let namespace_properties = self
             .store
-            .drop_object(catalog, ident, ObjectKind::Table)
-            .await
-            .map_err(|e| object_error(ObjectKind::Table, e))?;
+            .get_namespace(&record.name, &ident.namespace)
+            .await?
+            .ok_or_else(|| namespace_missing(&ident.namespace))?;
+        table_metadata_from_updates(change.updates.clone(), || {
+            Ok(default_location(record, &namespace_properties, ident))
+        })
+    }
+
+    /// Drops a table; with `purge`, also deletes the files under its location.
+    pub async fn drop_table(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+        purge: bool,
+    ) -> CatalogResult<()> {
+        let (record, dropped) = self
+            .drop_object(ctx, catalog, ObjectKind::Table, ident)
+            .await?;
         if purge {
             let location = parse_metadata(&dropped.metadata)?.location().to_string();
             // Only ever delete inside the catalog's own locations.
-            let catalog_record = self.get_catalog(catalog).await?;
-            if check_allowed(&catalog_record, &location).is_ok() {
-                let result =
-                    tokio::task::spawn_blocking(move || storage::remove_tree(&location)).await;
-                if let Ok(Err(e)) | Err(e) = result.map_err(anyhow::Error::from) {
+            if check_allowed(&record, &location).is_ok() {
+                let files = self.files.for_catalog(&record);
+                if let Err(e) = files.delete_prefix(&location).await {
                     tracing::warn!(table = %ident, error = %e, "purge could not delete all files");
                 }
             }
@@ -433,77 +443,62 @@ impl Catalog {
         Ok(())
     }
 
-    pub async fn rename_table(&self, catalog: &str, from: &Ident, to: &Ident) -> CatalogResult<()> {
-        let _guards = self.commit_locks.lock(catalog, [from, to]).await;
-        self.store
-            .rename_object(catalog, ObjectKind::Table, from, to)
+    pub async fn rename_table(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        from: &Ident,
+        to: &Ident,
+    ) -> CatalogResult<()> {
+        self.rename_object(ctx, catalog, ObjectKind::Table, from, to)
             .await
-            .map_err(|e| rename_error(ObjectKind::Table, from, e))
     }
 
     /// Registers an existing metadata file as a table (or, with `overwrite`, points an
     /// existing table at it).
     pub async fn register_table(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         ident: &Ident,
         metadata_location: &str,
         overwrite: bool,
     ) -> CatalogResult<LoadedTable> {
-        let catalog_record = self.get_catalog(catalog).await?;
-        self.load_namespace(catalog, &ident.namespace).await?;
-        // Only read files inside the catalog's locations: a register request must not be a
-        // way to read (or probe for) arbitrary files of the server.
-        check_allowed(&catalog_record, metadata_location)?;
-        let max = self.settings.max_metadata_file_bytes;
-        let file_location = metadata_location.to_string();
-        let bytes = tokio::task::spawn_blocking(move || storage::read_file(&file_location, max))
-            .await
-            .map_err(CatalogError::internal)??;
-        let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-            CatalogError::bad_request(format!(
-                "{metadata_location} is not valid table metadata: {e}"
-            ))
-        })?;
-        let canonical = check_allowed(&catalog_record, metadata.location())?;
-        let json = metadata_json(&metadata)?;
-        let _guards = self.commit_locks.lock(catalog, [ident]).await;
-        let existing = self.store.load_object(catalog, ident).await?;
-        let expected = match existing {
-            Some(object) if overwrite && object.kind == ObjectKind::Table => {
-                Some(object.metadata_location)
-            }
-            Some(object) => return Err(object_exists(ObjectKind::Table, object.kind, ident)),
-            None => None,
+        let parse = |bytes: &[u8]| {
+            let metadata: TableMetadata = serde_json::from_slice(bytes).map_err(|e| {
+                CatalogError::bad_request(format!(
+                    "{metadata_location} is not valid table metadata: {e}"
+                ))
+            })?;
+            Ok(Registered {
+                location: metadata.location().to_string(),
+                metadata: metadata_json(&metadata)?,
+            })
         };
-        let write = ObjectWrite {
-            ident: ident.clone(),
-            kind: ObjectKind::Table,
-            expected_metadata_location: expected,
-            metadata_location: metadata_location.to_string(),
-            metadata: json.clone(),
-            location: canonical,
-            check_location: true,
-        };
-        match self.store.commit_objects(catalog, &[write]).await {
-            Ok(()) => Ok(LoadedTable {
-                metadata_location: Some(metadata_location.to_string()),
-                metadata: json,
-            }),
-            Err(StoreError::Conflict) => Err(CatalogError::CommitFailed(format!(
-                "Table {ident} changed while it was being registered"
-            ))),
-            Err(e) => Err(object_error(ObjectKind::Table, e)),
-        }
+        let write = self
+            .register_object(
+                ctx,
+                catalog,
+                ObjectKind::Table,
+                ident,
+                metadata_location,
+                overwrite,
+                parse,
+                |w| Outcome::Table(loaded(w)),
+            )
+            .await?;
+        Ok(loaded(&write))
     }
 
     pub async fn report_metrics(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         ident: &Ident,
         report: serde_json::Value,
     ) -> CatalogResult<()> {
         validate_metrics_report(&report)?;
+        let record = self.get_catalog(catalog).await?;
         if self
             .load_kind(catalog, ident, ObjectKind::Table)
             .await?
@@ -511,18 +506,20 @@ impl Catalog {
         {
             return Err(object_missing(ObjectKind::Table, ident));
         }
-        self.store
-            .record_metrics(catalog, ident, &to_json(&report)?)
-            .await?;
+        let report = Mutation::RecordMetrics {
+            catalog: record.id,
+            ident: ident.clone(),
+            report: to_json(&report)?,
+        };
+        self.write(ctx, report, &Outcome::NoContent).await?;
         Ok(())
     }
 }
 
-fn loaded(write: Option<ObjectWrite>) -> LoadedTable {
-    let write = write.expect("a committed create has one write");
+fn loaded(write: &ObjectWrite) -> LoadedTable {
     LoadedTable {
-        metadata_location: Some(write.metadata_location),
-        metadata: write.metadata,
+        metadata_location: Some(write.metadata_location.clone()),
+        metadata: write.metadata.clone(),
     }
 }
 

@@ -10,14 +10,14 @@ use serde::Deserialize;
 use super::commit::{
     apply_view_updates, check_view_requirements, metadata_json, next_metadata_file, ViewRequirement,
 };
-use super::error::{CatalogError, CatalogResult};
-use super::ident::{Ident, Namespace};
+use super::error::{object_missing, CatalogError, CatalogResult};
 use super::locations::{check_allowed, default_location, metadata_dir};
-use super::objects::{object_error, object_exists, object_missing, rename_error};
-use super::pagination::{listed, ListRequest, Listed};
-use super::Catalog;
-use crate::storage;
-use crate::store::{ObjectKind, ObjectWrite, StoreError};
+use super::objects::{MetadataFiles, Registered};
+pub use super::outcome::LoadedView;
+use super::pagination::{ListRequest, Listed};
+use super::{Catalog, Outcome, RequestContext};
+use crate::model::{Ident, Namespace, ObjectKind};
+use crate::store::ObjectWrite;
 
 /// The body of a create-view request.
 #[derive(Debug, Deserialize)]
@@ -31,68 +31,54 @@ pub struct CreateView {
     pub properties: HashMap<String, String>,
 }
 
-/// A view's pointer and metadata document, ready to be sent as a LoadViewResult.
-#[derive(Debug, Clone)]
-pub struct LoadedView {
-    pub metadata_location: String,
-    pub metadata: String,
-}
-
 fn parse_view_metadata(json: &str) -> CatalogResult<ViewMetadata> {
     serde_json::from_str(json).map_err(|e| {
         CatalogError::internal(anyhow::anyhow!("stored view metadata is invalid: {e}"))
     })
 }
 
-impl From<ObjectWrite> for LoadedView {
-    fn from(write: ObjectWrite) -> Self {
-        LoadedView {
-            metadata_location: write.metadata_location,
-            metadata: write.metadata,
-        }
+/// The change a view commit asks for.
+#[derive(Debug, Clone)]
+pub struct ViewChange {
+    pub ident: Ident,
+    pub requirements: Vec<ViewRequirement>,
+    pub updates: Vec<ViewUpdate>,
+}
+
+fn loaded(write: &ObjectWrite) -> LoadedView {
+    LoadedView {
+        metadata_location: write.metadata_location.clone(),
+        metadata: write.metadata.clone(),
     }
 }
 
 impl Catalog {
     pub async fn list_views(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
         list: &ListRequest,
     ) -> CatalogResult<Listed<Ident>> {
-        let page = self
-            .store
-            .list_objects(
-                catalog,
-                namespace,
-                ObjectKind::View,
-                &list.to_page_request()?,
-            )
+        self.list_objects(ctx, catalog, namespace, ObjectKind::View, list)
             .await
-            .map_err(|e| object_error(ObjectKind::View, e))?;
-        Ok(listed(page, |name| Ident {
-            namespace: namespace.clone(),
-            name,
-        }))
     }
 
     pub async fn create_view(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
         request: CreateView,
     ) -> CatalogResult<LoadedView> {
         let ident = Ident::new(namespace.clone(), request.name)?;
-        let catalog_record = self.get_catalog(catalog).await?;
-        let namespace_properties = self.load_namespace(catalog, namespace).await?;
-        if let Some(existing) = self.store.load_object(catalog, &ident).await? {
-            return Err(object_exists(ObjectKind::View, existing.kind, &ident));
-        }
+        let record = self.get_catalog(catalog).await?;
+        let namespace_properties = self.load_namespace(ctx, catalog, namespace).await?;
         let location = match request.location {
             Some(location) => location.trim_end_matches('/').to_string(),
-            None => default_location(&catalog_record, &namespace_properties, &ident),
+            None => default_location(&record, &namespace_properties, &ident),
         };
-        let canonical = check_allowed(&catalog_record, &location)?;
+        let canonical = check_allowed(&record, &location)?;
         let metadata = ViewMetadataBuilder::new(
             location.clone(),
             request.schema,
@@ -103,11 +89,11 @@ impl Catalog {
         .build()?
         .metadata;
         let write = ObjectWrite {
-            ident: ident.clone(),
+            ident,
             kind: ObjectKind::View,
             expected_metadata_location: None,
             metadata_location: next_metadata_file(
-                &metadata_dir(&catalog_record, &location, metadata.properties())?,
+                &metadata_dir(&record, &location, metadata.properties())?,
                 None,
                 0,
             ),
@@ -115,21 +101,18 @@ impl Catalog {
             location: canonical,
             check_location: true,
         };
-        let mut writes = self
-            .commit_with_retry(
-                catalog,
-                ObjectKind::View,
-                std::slice::from_ref(&ident),
-                |_current| {
-                    let write = write.clone();
-                    async move { Ok(vec![write]) }
-                },
-            )
+        let write = self
+            .create_object(ctx, &record, write, |w| Outcome::View(loaded(w)))
             .await?;
-        Ok(writes.remove(0).into())
+        Ok(loaded(&write))
     }
 
-    pub async fn load_view(&self, catalog: &str, ident: &Ident) -> CatalogResult<LoadedView> {
+    pub async fn load_view(
+        &self,
+        _ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+    ) -> CatalogResult<LoadedView> {
         let object = self
             .load_kind(catalog, ident, ObjectKind::View)
             .await?
@@ -143,17 +126,18 @@ impl Catalog {
     /// Replaces a view: checks requirements and applies updates on its current metadata.
     pub async fn commit_view(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
-        ident: &Ident,
-        requirements: Vec<ViewRequirement>,
-        updates: Vec<ViewUpdate>,
+        change: ViewChange,
     ) -> CatalogResult<LoadedView> {
-        let catalog_record = self.get_catalog(catalog).await?;
-        let mut writes = self
+        let record = self.get_catalog(catalog).await?;
+        let ident = &change.ident;
+        let writes = self
             .commit_with_retry(
-                catalog,
-                ObjectKind::View,
+                ctx,
+                &record,
                 std::slice::from_ref(ident),
+                MetadataFiles::New,
                 |current| async {
                     let object = current
                         .into_iter()
@@ -162,20 +146,16 @@ impl Catalog {
                         .filter(|o| o.kind == ObjectKind::View)
                         .ok_or_else(|| object_missing(ObjectKind::View, ident))?;
                     let base = parse_view_metadata(&object.metadata)?;
-                    check_view_requirements(&requirements, &base)?;
+                    check_view_requirements(&change.requirements, &base)?;
                     let log_len = base.history().len();
                     let previous_location = base.location().to_string();
-                    let metadata = apply_view_updates(base, updates.clone())?;
-                    let canonical = check_allowed(&catalog_record, metadata.location())?;
+                    let metadata = apply_view_updates(base, change.updates.clone())?;
+                    let canonical = check_allowed(&record, metadata.location())?;
                     Ok(vec![ObjectWrite {
                         ident: ident.clone(),
                         kind: ObjectKind::View,
                         metadata_location: next_metadata_file(
-                            &metadata_dir(
-                                &catalog_record,
-                                metadata.location(),
-                                metadata.properties(),
-                            )?,
+                            &metadata_dir(&record, metadata.location(), metadata.properties())?,
                             Some(&object.metadata_location),
                             log_len,
                         ),
@@ -185,69 +165,65 @@ impl Catalog {
                         check_location: previous_location != metadata.location(),
                     }])
                 },
+                |writes| Outcome::View(loaded(&writes[0])),
             )
             .await?;
-        Ok(writes.remove(0).into())
+        Ok(loaded(&writes[0]))
     }
 
-    pub async fn drop_view(&self, catalog: &str, ident: &Ident) -> CatalogResult<()> {
-        self.store
-            .drop_object(catalog, ident, ObjectKind::View)
+    pub async fn drop_view(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+    ) -> CatalogResult<()> {
+        self.drop_object(ctx, catalog, ObjectKind::View, ident)
             .await
             .map(|_| ())
-            .map_err(|e| object_error(ObjectKind::View, e))
     }
 
-    pub async fn rename_view(&self, catalog: &str, from: &Ident, to: &Ident) -> CatalogResult<()> {
-        let _guards = self.commit_locks.lock(catalog, [from, to]).await;
-        self.store
-            .rename_object(catalog, ObjectKind::View, from, to)
+    pub async fn rename_view(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        from: &Ident,
+        to: &Ident,
+    ) -> CatalogResult<()> {
+        self.rename_object(ctx, catalog, ObjectKind::View, from, to)
             .await
-            .map_err(|e| rename_error(ObjectKind::View, from, e))
     }
 
     /// Registers an existing view metadata file as a view.
     pub async fn register_view(
         &self,
+        ctx: &RequestContext,
         catalog: &str,
         ident: &Ident,
         metadata_location: &str,
     ) -> CatalogResult<LoadedView> {
-        let catalog_record = self.get_catalog(catalog).await?;
-        self.load_namespace(catalog, &ident.namespace).await?;
-        // Only read files inside the catalog's locations: a register request must not be a
-        // way to read (or probe for) arbitrary files of the server.
-        check_allowed(&catalog_record, metadata_location)?;
-        let max = self.settings.max_metadata_file_bytes;
-        let file_location = metadata_location.to_string();
-        let bytes = tokio::task::spawn_blocking(move || storage::read_file(&file_location, max))
-            .await
-            .map_err(CatalogError::internal)??;
-        let metadata: ViewMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-            CatalogError::bad_request(format!(
-                "{metadata_location} is not valid view metadata: {e}"
-            ))
-        })?;
-        let canonical = check_allowed(&catalog_record, metadata.location())?;
-        let write = ObjectWrite {
-            ident: ident.clone(),
-            kind: ObjectKind::View,
-            expected_metadata_location: None,
-            metadata_location: metadata_location.to_string(),
-            metadata: metadata_json(&metadata)?,
-            location: canonical,
-            check_location: true,
+        let parse = |bytes: &[u8]| {
+            let metadata: ViewMetadata = serde_json::from_slice(bytes).map_err(|e| {
+                CatalogError::bad_request(format!(
+                    "{metadata_location} is not valid view metadata: {e}"
+                ))
+            })?;
+            Ok(Registered {
+                location: metadata.location().to_string(),
+                metadata: metadata_json(&metadata)?,
+            })
         };
-        match self
-            .store
-            .commit_objects(catalog, std::slice::from_ref(&write))
-            .await
-        {
-            Ok(()) => Ok(write.into()),
-            Err(StoreError::Conflict) => Err(CatalogError::CommitFailed(format!(
-                "View {ident} changed while it was being registered"
-            ))),
-            Err(e) => Err(object_error(ObjectKind::View, e)),
-        }
+        let write = self
+            .register_object(
+                ctx,
+                catalog,
+                ObjectKind::View,
+                ident,
+                metadata_location,
+                false,
+                parse,
+                |w| Outcome::View(loaded(w)),
+            )
+            .await?;
+        Ok(loaded(&write))
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use tokio::net::TcpListener;
+use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 
 use crate::server::{self, ServerConfig};
@@ -43,6 +44,10 @@ pub struct ServeArgs {
     /// Milliseconds a request waits for a database connection before failing with 503.
     #[arg(long, env = "FLOE_DB_TIMEOUT_MS", default_value_t = 5000)]
     pub db_timeout_ms: u64,
+    /// Seconds a client may retry a mutation with one `Idempotency-Key` (advertised in
+    /// /v1/config as idempotency-key-lifetime; outcomes are kept 5 minutes longer).
+    #[arg(long, env = "FLOE_IDEMPOTENCY_KEY_LIFETIME", default_value_t = 1800)]
+    pub idempotency_key_lifetime: u64,
     /// Log filter, e.g. `info`, `warn`, `floe=debug`.
     #[arg(long, env = "FLOE_LOG", default_value = "info")]
     pub log: String,
@@ -57,20 +62,25 @@ pub enum LogFormat {
     Json,
 }
 
-fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<()> {
+/// Installs the logger. Lines are written to stderr by a background thread through a
+/// bounded queue, so a request never waits for the terminal or a log collector; the
+/// returned guard flushes what is queued when `serve` returns. If the queue is full
+/// (stderr stalled), further lines are dropped rather than slowing requests down.
+fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<WorkerGuard> {
     let filter = EnvFilter::try_new(filter).context("invalid --log filter")?;
+    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(writer);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
-    Ok(())
+    Ok(guard)
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
-    init_logging(&args.log, args.log_format)?;
+    let _log_guard = init_logging(&args.log, args.log_format)?;
     let config = ServerConfig {
         data_dir: args.data_dir.clone(),
         warehouse: args.warehouse,
@@ -82,8 +92,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             pool_size: args.db_pool_size,
             timeout: std::time::Duration::from_millis(args.db_timeout_ms),
         }),
+        idempotency_lifetime: std::time::Duration::from_secs(args.idempotency_key_lifetime),
     };
-    let (router, _state) = server::build(&config).await?;
+    let router = server::build(&config).await?;
     let listener = TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("binding {}", args.bind))?;

@@ -53,5 +53,28 @@ async fn get_config(State(state): State<AppState>, params: Params) -> ApiResult<
         "defaults": {},
         "overrides": { "prefix": catalog.name },
         "endpoints": ENDPOINTS,
+        "idempotency-key-lifetime": iso8601_duration(state.catalog.idempotency_lifetime()),
     })))
+}
+
+/// `PT30M`-style ISO-8601 duration, as the spec's `idempotency-key-lifetime` wants.
+fn iso8601_duration(duration: std::time::Duration) -> String {
+    let seconds = duration.as_secs();
+    match seconds {
+        0 => "PT0S".to_string(),
+        s if s % 3600 == 0 => format!("PT{}H", s / 3600),
+        s if s % 60 == 0 => format!("PT{}M", s / 60),
+        s => format!("PT{s}S"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations_in_iso8601() {
+        use std::time::Duration;
+        assert_eq!(super::iso8601_duration(Duration::from_secs(1800)), "PT30M");
+        assert_eq!(super::iso8601_duration(Duration::from_secs(7200)), "PT2H");
+        assert_eq!(super::iso8601_duration(Duration::from_secs(90)), "PT90S");
+    }
 }

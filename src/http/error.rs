@@ -7,12 +7,16 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::catalog::error::{CatalogError, Missing};
+use crate::model::InvalidName;
 
 #[derive(Debug)]
 pub struct ApiError {
     pub status: StatusCode,
     pub error_type: &'static str,
     pub message: String,
+    /// The request's idempotency key was taken by another request: the idempotency
+    /// layer answers with that request's outcome instead.
+    key_taken: bool,
 }
 
 impl ApiError {
@@ -21,7 +25,16 @@ impl ApiError {
             status,
             error_type,
             message: message.into(),
+            key_taken: false,
         }
+    }
+
+    pub fn payload_too_large() -> Self {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "BadRequestException",
+            "Request body is larger than this server accepts",
+        )
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -58,6 +71,11 @@ impl From<CatalogError> for ApiError {
             }
             CatalogError::Forbidden(_) => (S::FORBIDDEN, "ForbiddenException"),
             CatalogError::Unavailable(_) => (S::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
+            CatalogError::IdempotencyKeyUsed => {
+                let mut error = ApiError::new(S::CONFLICT, "CommitFailedException", message);
+                error.key_taken = true;
+                return error;
+            }
             CatalogError::Internal(inner) => {
                 let id = uuid::Uuid::new_v4();
                 tracing::error!(error_id = %id, error = format!("{inner:#}"), "internal error");
@@ -72,6 +90,12 @@ impl From<CatalogError> for ApiError {
     }
 }
 
+impl From<InvalidName> for ApiError {
+    fn from(error: InvalidName) -> Self {
+        CatalogError::from(error).into()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({
@@ -81,7 +105,13 @@ impl IntoResponse for ApiError {
                 "code": self.status.as_u16(),
             }
         });
-        (self.status, axum::Json(body)).into_response()
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.key_taken {
+            response
+                .extensions_mut()
+                .insert(super::idempotency::KeyTaken);
+        }
+        response
     }
 }
 

@@ -9,8 +9,8 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::error::{ApiError, ApiResult};
-use crate::catalog::ident::{Ident, Namespace, KEY_SEPARATOR};
 use crate::catalog::pagination::ListRequest;
+use crate::model::{Ident, Namespace, KEY_SEPARATOR};
 
 /// A JSON request body. Malformed JSON, a wrong shape or an unknown update action is a 400
 /// with serde's explanation; a body over the limit is a 413.
@@ -24,11 +24,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             .await
             .map_err(|rejection| {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "BadRequestException",
-                        "Request body is larger than this server accepts",
-                    )
+                    ApiError::payload_too_large()
                 } else {
                     ApiError::bad_request(format!("Cannot read request body: {rejection}"))
                 }
@@ -111,4 +107,30 @@ impl IdentBody {
     pub fn into_ident(self) -> ApiResult<Ident> {
         Ok(Ident::new(Namespace::new(self.namespace)?, self.name)?)
     }
+}
+
+/// A commit body may repeat the identifier of its path; if it does, they must agree.
+pub fn check_body_ident(body: Option<IdentBody>, path: &Ident) -> ApiResult<()> {
+    match body.map(IdentBody::into_ident).transpose()? {
+        Some(named) if named != *path => Err(ApiError::bad_request(
+            "The identifier in the body does not match the path",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The body of a table or view rename.
+#[derive(Deserialize)]
+pub struct Rename {
+    pub source: IdentBody,
+    pub destination: IdentBody,
+}
+
+/// A ListTablesResponse (also for views): identifiers and the next page's token.
+pub fn identifiers_page(items: &[Ident], next_page_token: Option<String>) -> serde_json::Value {
+    let identifiers: Vec<serde_json::Value> = items
+        .iter()
+        .map(|i| serde_json::json!({ "namespace": i.namespace.levels(), "name": i.name }))
+        .collect();
+    serde_json::json!({ "identifiers": identifiers, "next-page-token": next_page_token })
 }

@@ -3,16 +3,20 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::context::Ctx;
 use super::error::ApiResult;
 use super::extract::JsonBody;
+use super::outcome::render;
 use super::AppState;
 use crate::catalog::catalogs::NewCatalog;
-use crate::store::{CatalogRecord, Properties};
+use crate::catalog::Outcome;
+use crate::model::{CatalogRecord, Properties};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -23,7 +27,7 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-fn catalog_json(catalog: &CatalogRecord) -> Value {
+pub fn catalog_json(catalog: &CatalogRecord) -> Value {
     json!({
         "type": "INTERNAL",
         "name": catalog.name,
@@ -35,8 +39,8 @@ fn catalog_json(catalog: &CatalogRecord) -> Value {
     })
 }
 
-async fn list(State(state): State<AppState>) -> ApiResult<Json<Value>> {
-    let catalogs = state.catalog.list_catalogs().await?;
+async fn list(State(state): State<AppState>, Ctx(ctx): Ctx) -> ApiResult<Json<Value>> {
+    let catalogs = state.catalog.list_catalogs(&ctx).await?;
     let catalogs: Vec<Value> = catalogs.iter().map(catalog_json).collect();
     Ok(Json(json!({ "catalogs": catalogs })))
 }
@@ -63,19 +67,26 @@ fn internal() -> String {
 
 async fn create(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     JsonBody(body): JsonBody<CreateCatalogRequest>,
-) -> ApiResult<(StatusCode, Json<Value>)> {
+) -> ApiResult<Response> {
     let c = body.catalog;
     let created = state
         .catalog
-        .create_catalog(NewCatalog {
-            name: c.name,
-            catalog_type: c.catalog_type,
-            properties: c.properties,
-            storage_config: c.storage_config_info,
-        })
+        .create_catalog(
+            &ctx,
+            NewCatalog {
+                name: c.name,
+                catalog_type: c.catalog_type,
+                properties: c.properties,
+                storage_config: c.storage_config_info,
+            },
+        )
         .await?;
-    Ok((StatusCode::CREATED, Json(catalog_json(&created))))
+    Ok(render(&Outcome::Catalog {
+        record: created,
+        created: true,
+    }))
 }
 
 async fn load(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
@@ -92,25 +103,31 @@ struct UpdateCatalogRequest {
 
 async fn update(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path(name): Path<String>,
     JsonBody(body): JsonBody<UpdateCatalogRequest>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let updated = state
         .catalog
         .update_catalog(
+            &ctx,
             &name,
             body.current_entity_version,
             body.properties,
             body.storage_config_info,
         )
         .await?;
-    Ok(Json(catalog_json(&updated)))
+    Ok(render(&Outcome::Catalog {
+        record: updated,
+        created: false,
+    }))
 }
 
 async fn drop_catalog(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path(name): Path<String>,
 ) -> ApiResult<StatusCode> {
-    state.catalog.drop_catalog(&name).await?;
+    state.catalog.drop_catalog(&ctx, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,20 +1,26 @@
-//! The HTTP layer: parse the request, authorize, call the catalog, map the result.
-//! No catalog logic lives here.
+//! The HTTP layer: parse the request, build its context, call the catalog, render the
+//! result. No catalog logic lives here.
 //!
 //! - `config`: `GET /v1/config` and the endpoint list.
 //! - `namespaces`, `tables`, `views`: the Iceberg REST resources, served under `/v1` and
 //!   under Polaris's `/api/catalog/v1`.
 //! - `management`: Polaris's management API for catalogs.
+//! - `context`: the `Ctx` extractor (the catalog's request context); `idempotency`:
+//!   the `Idempotency-Key` layer; `outcome`: rendering of catalog outcomes.
 //! - `error`: the single mapping of errors to statuses and Iceberg exception types.
 //!
-//! Authorization will sit in `authorize` (below): every route passes through it. Today
-//! the server is open, as Floe has no principals yet.
+//! Authentication belongs in a layer here that turns a token into a `Principal` in the
+//! request's extensions (`Ctx` picks it up). Authorization does not: it needs the
+//! resources, so it happens at the catalog's entry points.
 
 mod config;
+pub mod context;
 pub mod error;
 mod extract;
+pub mod idempotency;
 mod management;
 mod namespaces;
+pub mod outcome;
 mod tables;
 mod views;
 
@@ -22,13 +28,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
 use crate::catalog::Catalog;
+use context::RequestId;
 use error::ApiError;
 
 /// What every handler can reach.
@@ -37,6 +44,8 @@ pub struct AppState {
     pub catalog: Arc<Catalog>,
     /// The catalog used when a client names no warehouse.
     pub default_catalog: Arc<str>,
+    /// Largest request body accepted (413 above it).
+    pub max_body_bytes: usize,
 }
 
 /// Limits of the HTTP layer.
@@ -59,7 +68,10 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .route("/healthz", get(healthz))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn(authorize))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            idempotency::idempotency,
+        ))
         .layer(middleware::from_fn(log_request))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .with_state(state)
@@ -93,24 +105,35 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
-/// Where authentication and authorization will be enforced; admits every request until
-/// Floe has principals and roles.
-async fn authorize(request: Request, next: Next) -> Response {
-    next.run(request).await
-}
-
-/// One log line per request: method, path, status, latency.
-async fn log_request(request: Request, next: Next) -> Response {
+/// Gives the request its id (echoed as `X-Request-Id`) and logs one line per request:
+/// method, path, status, latency, request id. The line is formatted here but written by
+/// a background thread (`cli::serve` installs a non-blocking writer), so a slow or
+/// contended stderr never holds up a request.
+async fn log_request(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().clone();
-    let path = request.uri().path().to_string();
-    let response = next.run(request).await;
-    tracing::info!(
-        target: "floe::request",
-        %method,
-        path,
-        status = response.status().as_u16(),
-        micros = started.elapsed().as_micros() as u64,
-    );
+    let id = RequestId::from_header(request.headers().get(REQUEST_ID));
+    request.extensions_mut().insert(id.clone());
+    let logging = tracing::enabled!(target: "floe::request", tracing::Level::INFO);
+    let (method, path) = if logging {
+        (request.method().clone(), request.uri().path().to_string())
+    } else {
+        Default::default()
+    };
+    let mut response = next.run(request).await;
+    if let Ok(value) = HeaderValue::from_str(&id.0) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    if logging {
+        tracing::info!(
+            target: "floe::request",
+            %method,
+            path,
+            status = response.status().as_u16(),
+            micros = started.elapsed().as_micros() as u64,
+            request_id = %id.0,
+        );
+    }
     response
 }
+
+const REQUEST_ID: &str = "x-request-id";

@@ -2,16 +2,19 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::context::Ctx;
 use super::error::ApiResult;
 use super::extract::{namespace, JsonBody, Params};
+use super::outcome::render;
 use super::AppState;
-use crate::store::Properties;
+use crate::catalog::Outcome;
+use crate::model::{Namespace, Properties};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -28,6 +31,7 @@ pub fn routes() -> Router<AppState> {
 
 async fn list(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path(prefix): Path<String>,
     params: Params,
 ) -> ApiResult<Json<Value>> {
@@ -37,7 +41,7 @@ async fn list(
     };
     let page = state
         .catalog
-        .list_namespaces(&prefix, parent.as_ref(), &params.list_request()?)
+        .list_namespaces(&ctx, &prefix, parent.as_ref(), &params.list_request()?)
         .await?;
     let namespaces: Vec<&[String]> = page.items.iter().map(|ns| ns.levels()).collect();
     Ok(Json(
@@ -54,25 +58,28 @@ struct CreateNamespace {
 
 async fn create(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path(prefix): Path<String>,
     JsonBody(body): JsonBody<CreateNamespace>,
-) -> ApiResult<Json<Value>> {
-    let ns = crate::catalog::ident::Namespace::new(body.namespace)?;
+) -> ApiResult<Response> {
+    let ns = Namespace::new(body.namespace)?;
     let properties = state
         .catalog
-        .create_namespace(&prefix, &ns, body.properties)
+        .create_namespace(&ctx, &prefix, &ns, body.properties)
         .await?;
-    Ok(Json(
-        json!({ "namespace": ns.levels(), "properties": properties }),
-    ))
+    Ok(render(&Outcome::Namespace {
+        namespace: ns.levels().to_vec(),
+        properties,
+    }))
 }
 
 async fn load(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, raw)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let ns = namespace(&raw)?;
-    let properties = state.catalog.load_namespace(&prefix, &ns).await?;
+    let properties = state.catalog.load_namespace(&ctx, &prefix, &ns).await?;
     Ok(Json(
         json!({ "namespace": ns.levels(), "properties": properties }),
     ))
@@ -80,22 +87,24 @@ async fn load(
 
 async fn exists(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, raw)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     state
         .catalog
-        .load_namespace(&prefix, &namespace(&raw)?)
+        .load_namespace(&ctx, &prefix, &namespace(&raw)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn drop_namespace(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, raw)): Path<(String, String)>,
 ) -> ApiResult<StatusCode> {
     state
         .catalog
-        .drop_namespace(&prefix, &namespace(&raw)?)
+        .drop_namespace(&ctx, &prefix, &namespace(&raw)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -110,16 +119,19 @@ struct UpdateProperties {
 
 async fn update_properties(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, raw)): Path<(String, String)>,
     JsonBody(body): JsonBody<UpdateProperties>,
-) -> ApiResult<impl IntoResponse> {
+) -> ApiResult<Response> {
     let change = state
         .catalog
-        .update_namespace_properties(&prefix, &namespace(&raw)?, body.removals, body.updates)
+        .update_namespace_properties(
+            &ctx,
+            &prefix,
+            &namespace(&raw)?,
+            body.removals,
+            body.updates,
+        )
         .await?;
-    Ok(Json(json!({
-        "updated": change.updated,
-        "removed": change.removed,
-        "missing": change.missing,
-    })))
+    Ok(render(&Outcome::PropertiesChange(change)))
 }

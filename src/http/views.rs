@@ -1,20 +1,24 @@
 //! View endpoints.
 
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use iceberg::ViewUpdate;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::error::{ApiError, ApiResult};
-use super::extract::{ident, namespace, IdentBody, JsonBody, Params};
-use super::tables::{identifiers_page, Rename};
+use super::context::Ctx;
+use super::error::ApiResult;
+use super::extract::{
+    check_body_ident, ident, identifiers_page, namespace, IdentBody, JsonBody, Params, Rename,
+};
+use super::outcome::render;
 use super::AppState;
 use crate::catalog::commit::ViewRequirement;
-use crate::catalog::views::{CreateView, LoadedView};
+use crate::catalog::views::{CreateView, ViewChange};
+use crate::catalog::Outcome;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -33,58 +37,52 @@ pub fn routes() -> Router<AppState> {
         .route("/{prefix}/views/rename", post(rename))
 }
 
-fn load_view_response(view: LoadedView) -> Response {
-    let mut body = String::with_capacity(view.metadata.len() + 128);
-    body.push_str("{\"metadata-location\":");
-    body.push_str(&serde_json::to_string(&view.metadata_location).expect("a string serialises"));
-    body.push_str(",\"metadata\":");
-    body.push_str(&view.metadata);
-    body.push_str(",\"config\":{}}");
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
 async fn list(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, ns)): Path<(String, String)>,
     params: Params,
 ) -> ApiResult<Json<Value>> {
     let page = state
         .catalog
-        .list_views(&prefix, &namespace(&ns)?, &params.list_request()?)
+        .list_views(&ctx, &prefix, &namespace(&ns)?, &params.list_request()?)
         .await?;
     Ok(Json(identifiers_page(&page.items, page.next_page_token)))
 }
 
 async fn create(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, ns)): Path<(String, String)>,
     JsonBody(body): JsonBody<CreateView>,
 ) -> ApiResult<Response> {
     let view = state
         .catalog
-        .create_view(&prefix, &namespace(&ns)?, body)
+        .create_view(&ctx, &prefix, &namespace(&ns)?, body)
         .await?;
-    Ok(load_view_response(view))
+    Ok(render(&Outcome::View(view)))
 }
 
 async fn load(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, ns, view)): Path<(String, String, String)>,
 ) -> ApiResult<Response> {
     let view = state
         .catalog
-        .load_view(&prefix, &ident(&ns, &view)?)
+        .load_view(&ctx, &prefix, &ident(&ns, &view)?)
         .await?;
-    Ok(load_view_response(view))
+    Ok(render(&Outcome::View(view)))
 }
 
 async fn exists(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, ns, view)): Path<(String, String, String)>,
 ) -> ApiResult<StatusCode> {
     state
         .catalog
-        .load_view(&prefix, &ident(&ns, &view)?)
+        .load_view(&ctx, &prefix, &ident(&ns, &view)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -100,31 +98,29 @@ struct CommitView {
 
 async fn commit(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, ns, view)): Path<(String, String, String)>,
     JsonBody(body): JsonBody<CommitView>,
 ) -> ApiResult<Response> {
     let ident = ident(&ns, &view)?;
-    if let Some(named) = body.identifier {
-        if named.into_ident()? != ident {
-            return Err(ApiError::bad_request(
-                "The identifier in the body does not match the path",
-            ));
-        }
-    }
-    let view = state
-        .catalog
-        .commit_view(&prefix, &ident, body.requirements, body.updates)
-        .await?;
-    Ok(load_view_response(view))
+    check_body_ident(body.identifier, &ident)?;
+    let change = ViewChange {
+        ident,
+        requirements: body.requirements,
+        updates: body.updates,
+    };
+    let view = state.catalog.commit_view(&ctx, &prefix, change).await?;
+    Ok(render(&Outcome::View(view)))
 }
 
 async fn drop_view(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, ns, view)): Path<(String, String, String)>,
 ) -> ApiResult<StatusCode> {
     state
         .catalog
-        .drop_view(&prefix, &ident(&ns, &view)?)
+        .drop_view(&ctx, &prefix, &ident(&ns, &view)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -138,23 +134,25 @@ struct RegisterView {
 
 async fn register(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path((prefix, ns)): Path<(String, String)>,
     JsonBody(body): JsonBody<RegisterView>,
 ) -> ApiResult<Response> {
     let ident = ident(&ns, &body.name)?;
     let view = state
         .catalog
-        .register_view(&prefix, &ident, &body.metadata_location)
+        .register_view(&ctx, &prefix, &ident, &body.metadata_location)
         .await?;
-    Ok(load_view_response(view))
+    Ok(render(&Outcome::View(view)))
 }
 
 async fn rename(
     State(state): State<AppState>,
+    Ctx(ctx): Ctx,
     Path(prefix): Path<String>,
     JsonBody(body): JsonBody<Rename>,
 ) -> ApiResult<StatusCode> {
     let (from, to) = (body.source.into_ident()?, body.destination.into_ident()?);
-    state.catalog.rename_view(&prefix, &from, &to).await?;
+    state.catalog.rename_view(&ctx, &prefix, &from, &to).await?;
     Ok(StatusCode::NO_CONTENT)
 }

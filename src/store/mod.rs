@@ -2,47 +2,73 @@
 //!
 //! A store keeps catalogs, namespaces and the *pointer* of every table and view: its
 //! current metadata location plus a copy of that metadata document (so that loads never
-//! touch the file system). Metadata files themselves are written by the catalog layer
-//! before it asks the store to swap a pointer.
+//! touch the file system). Metadata files themselves are written by the catalog layer,
+//! through `storage`, before it asks the store to swap a pointer.
 //!
-//! Every method is one atomic step. Commits are compare-and-swap on the metadata
-//! location, so a store only needs single-row conditional updates inside one transaction;
-//! unrelated entities never contend.
+//! **One write seam.** Every change goes through [`Store::write`] (or, for a commit that
+//! lost a race, [`LockedObjects::write`]) as one [`WriteBatch`]: a [`Mutation`] plus the
+//! rows that must commit or roll back with it (today the idempotency record; the change
+//! event outbox joins here). Each backend applies a batch in one transaction in one
+//! function, so a row kind added to `WriteBatch` is written by every mutation at once.
+//!
+//! Reads resolve the catalog by name inside their one query (one round trip); writes name
+//! the catalog by the id of the record the catalog layer already loaded for its rules.
+//!
+//! Commits are compare-and-swap on the metadata location, so a store only needs
+//! single-row conditional updates inside one transaction; unrelated entities never
+//! contend. `tests/store_contract.rs` holds every backend to the same rules.
 
 pub mod postgres;
 pub mod sqlite;
 
-use std::collections::BTreeMap;
-
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
-use crate::catalog::ident::{Ident, Namespace};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 
-pub type Properties = BTreeMap<String, String>;
-
+/// What a store can answer besides success: facts about the stored state, in the store's
+/// terms. The catalog turns each into a response in exactly one place.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("catalog {0} does not exist")]
     CatalogMissing(String),
-    #[error("catalog already exists")]
-    CatalogExists,
-    #[error("catalog is not empty")]
-    CatalogNotEmpty,
+    #[error("catalog {0} already exists")]
+    CatalogExists(String),
+    #[error("catalog {0} is not empty")]
+    CatalogNotEmpty(String),
     #[error("namespace {0} does not exist")]
     NamespaceMissing(Namespace),
-    #[error("namespace already exists")]
-    NamespaceExists,
-    #[error("namespace is not empty")]
-    NamespaceNotEmpty,
-    #[error("{0} does not exist")]
-    ObjectMissing(Ident),
-    #[error("{ident} already exists as a {kind:?}")]
-    ObjectExists { ident: Ident, kind: ObjectKind },
+    #[error("namespace {0} already exists")]
+    NamespaceExists(Namespace),
+    #[error("namespace {0} is not empty")]
+    NamespaceNotEmpty(Namespace),
+    /// No `kind` by this name (there may be an object of the other kind).
+    #[error("{} {ident} does not exist", kind.title())]
+    ObjectMissing { kind: ObjectKind, ident: Ident },
+    /// Creating a `wanted` under a name an `existing` object holds.
+    #[error("{} {ident} already exists", existing.title())]
+    ObjectExists {
+        wanted: ObjectKind,
+        existing: ObjectKind,
+        ident: Ident,
+    },
+    /// Renaming a `kind` onto a name an `existing` object holds.
+    #[error("cannot rename {from} to {to}: a {} has that name", existing.as_str())]
+    RenameTargetExists {
+        kind: ObjectKind,
+        existing: ObjectKind,
+        from: Ident,
+        to: Ident,
+    },
     #[error("location {location} overlaps the location of {other}")]
     LocationOverlap { location: String, other: Ident },
     /// A compare-and-swap lost against a concurrent write: re-read and retry.
     #[error("concurrent modification")]
     Conflict,
+    /// The batch's idempotency key is held by another request (within its lifetime);
+    /// nothing of the batch was applied.
+    #[error("idempotency key already used")]
+    IdempotencyKeyUsed,
     #[error("store unavailable: {0}")]
     Unavailable(String),
     #[error(transparent)]
@@ -51,43 +77,8 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ObjectKind {
-    Table,
-    View,
-}
-
-impl ObjectKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectKind::Table => "table",
-            ObjectKind::View => "view",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "table" => Some(ObjectKind::Table),
-            "view" => Some(ObjectKind::View),
-            _ => None,
-        }
-    }
-}
-
-/// A catalog (the REST `prefix`): Polaris's catalog entity.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CatalogRecord {
-    pub name: String,
-    pub properties: Properties,
-    /// Polaris's `storageConfigInfo`, kept as sent.
-    pub storage_config: serde_json::Value,
-    pub created_ms: i64,
-    pub updated_ms: i64,
-    pub version: i64,
-}
-
 /// The stored pointer of a table or view.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StoredObject {
     pub kind: ObjectKind,
     pub metadata_location: String,
@@ -95,7 +86,7 @@ pub struct StoredObject {
     pub metadata: String,
 }
 
-/// One change to a table or view pointer inside [`Store::commit_objects`].
+/// One change to a table or view pointer inside [`Mutation::CommitObjects`].
 #[derive(Debug, Clone)]
 pub struct ObjectWrite {
     pub ident: Ident,
@@ -114,6 +105,111 @@ pub struct ObjectWrite {
     pub check_location: bool,
 }
 
+/// Every change a store can make. Each is applied atomically with the rest of its
+/// [`WriteBatch`].
+#[derive(Debug, Clone)]
+pub enum Mutation {
+    /// Only the batch's own rows (e.g. the idempotency record of a request that changed
+    /// nothing).
+    None,
+    CreateCatalog(CatalogRecord),
+    /// Replaces the catalog's record if its version is still `expected_version`
+    /// (`Conflict` otherwise). The caller computes the new record, version and time.
+    UpdateCatalog {
+        expected_version: i64,
+        record: CatalogRecord,
+    },
+    /// `CatalogNotEmpty` while it holds namespaces.
+    DropCatalog {
+        catalog: CatalogId,
+        name: String,
+    },
+    /// `NamespaceMissing` when the parent does not exist.
+    CreateNamespace {
+        catalog: CatalogId,
+        namespace: Namespace,
+        properties: Properties,
+    },
+    /// Replaces the properties if they are still `expected` (`Conflict` otherwise).
+    UpdateNamespace {
+        catalog: CatalogId,
+        namespace: Namespace,
+        expected: Properties,
+        properties: Properties,
+    },
+    /// `NamespaceNotEmpty` while it holds namespaces, tables or views.
+    DropNamespace {
+        catalog: CatalogId,
+        namespace: Namespace,
+    },
+    /// All writes or none: `Conflict` when any compare-and-swap lost.
+    CommitObjects {
+        catalog: CatalogId,
+        writes: Vec<ObjectWrite>,
+    },
+    /// Removes the object if it is of `kind`; [`Applied::Dropped`] says what it pointed
+    /// at.
+    DropObject {
+        catalog: CatalogId,
+        kind: ObjectKind,
+        ident: Ident,
+    },
+    RenameObject {
+        catalog: CatalogId,
+        kind: ObjectKind,
+        from: Ident,
+        to: Ident,
+    },
+    /// Keeps a validated scan or commit metrics report.
+    RecordMetrics {
+        catalog: CatalogId,
+        ident: Ident,
+        report: String,
+    },
+}
+
+/// A client's idempotency key with the outcome of the request that first used it, kept
+/// for `expires_ms`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    pub key: String,
+    /// Identifies the request (method, path, body): a key reused for another request is
+    /// refused.
+    pub fingerprint: String,
+    /// The first outcome, serialised by the catalog.
+    pub outcome: String,
+    pub expires_ms: i64,
+}
+
+/// One atomic write: a mutation and the rows that commit or roll back with it.
+#[derive(Debug, Clone)]
+pub struct WriteBatch {
+    pub mutation: Mutation,
+    /// From the catalog's one clock (`model::now_ms`).
+    pub now_ms: i64,
+    /// Written in the same transaction; `IdempotencyKeyUsed` (and nothing applied) if a
+    /// live record holds the key.
+    pub idempotency: Option<IdempotencyRecord>,
+}
+
+impl WriteBatch {
+    pub fn new(mutation: Mutation, now_ms: i64) -> Self {
+        WriteBatch {
+            mutation,
+            now_ms,
+            idempotency: None,
+        }
+    }
+}
+
+/// What a write returns besides success.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    Done,
+    /// The pointer a dropped table or view had (its files are the caller's to purge).
+    Dropped(StoredObject),
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct PageRequest {
     /// Return only names strictly after this one.
@@ -129,27 +225,71 @@ pub struct Page<T> {
     pub next_after: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PropertiesChange {
-    pub updated: Vec<String>,
-    pub removed: Vec<String>,
-    pub missing: Vec<String>,
-}
-
 /// Tables or views locked for a commit that already lost a race: their current state,
-/// read under a lock that keeps every other writer (on any node) out until `commit`
+/// read under a lock that keeps every other writer (on any node) out until `write`
 /// finishes or the value is dropped (which releases the lock without writing).
 #[async_trait]
 pub trait LockedObjects: Send {
     /// The current pointers, in the order the objects were asked for.
     fn current(&self) -> &[Option<StoredObject>];
-    /// Applies the writes as [`Store::commit_objects`] does, and releases the lock.
-    async fn commit(self: Box<Self>, writes: &[ObjectWrite]) -> StoreResult<()>;
+    /// Applies the batch as [`Store::write`] does, inside the lock, and releases it.
+    async fn write(self: Box<Self>, batch: WriteBatch) -> StoreResult<Applied>;
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Succeeds when the store can serve requests.
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// The only way to change the store: one batch, one transaction.
+    async fn write(&self, batch: WriteBatch) -> StoreResult<Applied>;
+    /// Locks the objects (existing or not) against other writers, for a commit that lost
+    /// the optimistic race: queueing behind the lock is fair where racing again is not.
+    async fn lock_objects(
+        &self,
+        catalog: CatalogId,
+        idents: &[Ident],
+    ) -> StoreResult<Box<dyn LockedObjects>>;
+
+    async fn get_catalog(&self, name: &str) -> StoreResult<Option<CatalogRecord>>;
+    async fn list_catalogs(&self) -> StoreResult<Vec<CatalogRecord>>;
+    /// `CatalogMissing` when the catalog does not exist, `None` when the namespace does not.
+    async fn get_namespace(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+    ) -> StoreResult<Option<Properties>>;
+    /// Children of `parent` (the root for top-level namespaces), ordered by name.
+    async fn list_namespaces(
+        &self,
+        catalog: &str,
+        parent: &Namespace,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Namespace>>;
+    /// `CatalogMissing` when the catalog does not exist, `None` when the object does not.
+    async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>>;
+    /// Names of the tables or views in a namespace, ordered by name.
+    async fn list_objects(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+        kind: ObjectKind,
+        page: &PageRequest,
+    ) -> StoreResult<Page<String>>;
+
+    /// The live record of an idempotency key, if any (expired ones count as absent).
+    async fn idempotency_record(
+        &self,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<IdempotencyRecord>>;
+    /// Deletes idempotency records that expired before `now_ms`; returns how many.
+    async fn purge_expired_idempotency(&self, now_ms: i64) -> StoreResult<u64>;
 }
 
 /// Columns of a catalog row, in the order both stores read them.
 pub(crate) const CATALOG_COLUMNS: &str =
-    "name, properties, storage_config, created_ms, updated_ms, version";
+    "id, name, properties, storage_config, created_ms, updated_ms, version";
 
 /// Properties and storage configs are kept as JSON text in both stores.
 pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
@@ -158,6 +298,31 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<T> {
     serde_json::from_str(text).map_err(|e| StoreError::Internal(e.into()))
+}
+
+/// A catalog row as both stores read it (`CATALOG_COLUMNS`).
+pub(crate) struct CatalogRow {
+    pub id: i64,
+    pub name: String,
+    pub properties: String,
+    pub storage_config: String,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub version: i64,
+}
+
+impl CatalogRow {
+    pub(crate) fn into_record(self) -> StoreResult<CatalogRecord> {
+        Ok(CatalogRecord {
+            id: CatalogId(self.id),
+            name: self.name,
+            properties: from_json(&self.properties)?,
+            storage_config: from_json(&self.storage_config)?,
+            created_ms: self.created_ms,
+            updated_ms: self.updated_ms,
+            version: self.version,
+        })
+    }
 }
 
 /// Cuts the one extra row a store fetched (it asks for `limit + 1`) and notes where the
@@ -177,111 +342,30 @@ pub(crate) fn page_of<T>(
     Page { items, next_after }
 }
 
-impl PropertiesChange {
-    /// Removes, then sets, properties in place, and says what happened to each key.
-    pub(crate) fn apply(
-        properties: &mut Properties,
-        removals: &[String],
-        updates: &Properties,
-    ) -> PropertiesChange {
-        let mut change = PropertiesChange::default();
-        for key in removals {
-            if properties.remove(key).is_some() {
-                change.removed.push(key.clone());
-            } else {
-                change.missing.push(key.clone());
-            }
-        }
-        for (key, value) in updates {
-            change.updated.push(key.clone());
-            properties.insert(key.clone(), value.clone());
-        }
-        change
-    }
+/// The directory prefixes of a canonical location (which ends in `/`), shortest first,
+/// the location itself last: the candidates for an object that contains it.
+pub(crate) fn location_prefixes(location: &str) -> Vec<&str> {
+    debug_assert!(location.ends_with('/'));
+    let mut prefixes: Vec<&str> = location
+        .match_indices('/')
+        .map(|(i, _)| &location[..=i])
+        .collect();
+    prefixes.dedup();
+    prefixes
 }
 
-#[async_trait]
-pub trait Store: Send + Sync + 'static {
-    /// Succeeds when the store can serve requests.
-    async fn ping(&self) -> StoreResult<()>;
+/// The exclusive upper bound of the locations inside `location` (which ends in `/`):
+/// they sort in `[location, location with its final '/' replaced by '0')`, as '0' is the
+/// character after '/'.
+pub(crate) fn location_upper_bound(location: &str) -> String {
+    format!("{}0", &location[..location.len() - 1])
+}
 
-    async fn create_catalog(&self, catalog: &CatalogRecord) -> StoreResult<()>;
-    async fn get_catalog(&self, name: &str) -> StoreResult<Option<CatalogRecord>>;
-    async fn list_catalogs(&self) -> StoreResult<Vec<CatalogRecord>>;
-    /// Replaces properties and storage config if the catalog's version is still
-    /// `expected_version` (when given); bumps the version.
-    async fn update_catalog(
-        &self,
-        name: &str,
-        expected_version: Option<i64>,
-        properties: &Properties,
-        storage_config: &serde_json::Value,
-        now_ms: i64,
-    ) -> StoreResult<CatalogRecord>;
-    /// Fails with `CatalogNotEmpty` while the catalog holds namespaces.
-    async fn drop_catalog(&self, name: &str) -> StoreResult<()>;
-
-    /// Fails with `NamespaceMissing` when the parent does not exist.
-    async fn create_namespace(
-        &self,
-        catalog: &str,
-        namespace: &Namespace,
-        properties: &Properties,
-    ) -> StoreResult<()>;
-    async fn get_namespace(
-        &self,
-        catalog: &str,
-        namespace: &Namespace,
-    ) -> StoreResult<Option<Properties>>;
-    /// Children of `parent` (the root for top-level namespaces), ordered by name.
-    async fn list_namespaces(
-        &self,
-        catalog: &str,
-        parent: &Namespace,
-        page: &PageRequest,
-    ) -> StoreResult<Page<Namespace>>;
-    async fn update_namespace_properties(
-        &self,
-        catalog: &str,
-        namespace: &Namespace,
-        removals: &[String],
-        updates: &Properties,
-    ) -> StoreResult<PropertiesChange>;
-    /// Fails with `NamespaceNotEmpty` while it holds namespaces, tables or views.
-    async fn drop_namespace(&self, catalog: &str, namespace: &Namespace) -> StoreResult<()>;
-
-    async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>>;
-    /// Names of the tables or views in a namespace, ordered by name.
-    async fn list_objects(
-        &self,
-        catalog: &str,
-        namespace: &Namespace,
-        kind: ObjectKind,
-        page: &PageRequest,
-    ) -> StoreResult<Page<String>>;
-    /// Applies all writes atomically, or none: `Conflict` when any compare-and-swap lost.
-    async fn commit_objects(&self, catalog: &str, writes: &[ObjectWrite]) -> StoreResult<()>;
-    /// Locks the objects (existing or not) against other writers, for a commit that lost
-    /// the optimistic race: queueing behind the lock is fair where racing again is not.
-    async fn lock_objects(
-        &self,
-        catalog: &str,
-        idents: &[Ident],
-    ) -> StoreResult<Box<dyn LockedObjects>>;
-    /// Removes the object if it is of `kind`; returns what it pointed at.
-    async fn drop_object(
-        &self,
-        catalog: &str,
-        ident: &Ident,
-        kind: ObjectKind,
-    ) -> StoreResult<StoredObject>;
-    async fn rename_object(
-        &self,
-        catalog: &str,
-        kind: ObjectKind,
-        from: &Ident,
-        to: &Ident,
-    ) -> StoreResult<()>;
-    /// Keeps a validated scan or commit metrics report.
-    async fn record_metrics(&self, catalog: &str, ident: &Ident, report: &str) -> StoreResult<()>;
+/// A store's answer to a create whose name is taken.
+pub(crate) fn exists_error(wanted: ObjectKind, existing: ObjectKind, ident: &Ident) -> StoreError {
+    StoreError::ObjectExists {
+        wanted,
+        existing,
+        ident: ident.clone(),
+    }
 }

@@ -60,7 +60,7 @@ impl Server {
             config.postgres = Some(settings);
         }
         configure(&mut config);
-        let (router, _state) = floe::server::build(&config).await.expect("server builds");
+        let router = floe::server::build(&config).await.expect("server builds");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a port");

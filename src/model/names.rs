@@ -1,4 +1,4 @@
-//! Validated names of namespaces, tables and views.
+//! Validated names of catalogs, namespaces, tables and views.
 //!
 //! Names are case-sensitive and stored exactly as given (as in Iceberg's JDBC and reference
 //! catalogs). Every level must be non-empty, at most [`MAX_NAME_BYTES`] bytes and free of
@@ -6,7 +6,16 @@
 
 use std::fmt;
 
-use super::error::{CatalogError, CatalogResult};
+/// A name that breaks the rules below; the catalog answers it with a 400.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidName(pub String);
+
+type NameResult<T> = Result<T, InvalidName>;
+
+fn invalid(message: impl Into<String>) -> InvalidName {
+    InvalidName(message.into())
+}
 
 /// Longest name of one namespace level, table or view, in UTF-8 bytes.
 pub const MAX_NAME_BYTES: usize = 255;
@@ -17,19 +26,17 @@ pub const MAX_NAMESPACE_DEPTH: usize = 32;
 /// the separator cannot occur inside a level.
 pub const KEY_SEPARATOR: char = '\u{1f}';
 
-fn validate_name(what: &str, name: &str) -> CatalogResult<()> {
+fn validate_name(what: &str, name: &str) -> NameResult<()> {
     if name.is_empty() {
-        return Err(CatalogError::bad_request(format!(
-            "{what} must not be empty"
-        )));
+        return Err(invalid(format!("{what} must not be empty")));
     }
     if name.len() > MAX_NAME_BYTES {
-        return Err(CatalogError::bad_request(format!(
+        return Err(invalid(format!(
             "{what} is longer than {MAX_NAME_BYTES} bytes"
         )));
     }
     if name.chars().any(char::is_control) {
-        return Err(CatalogError::bad_request(format!(
+        return Err(invalid(format!(
             "{what} must not contain control characters"
         )));
     }
@@ -46,12 +53,12 @@ impl Namespace {
         Namespace(Vec::new())
     }
 
-    pub fn new(levels: Vec<String>) -> CatalogResult<Self> {
+    pub fn new(levels: Vec<String>) -> NameResult<Self> {
         if levels.is_empty() {
-            return Err(CatalogError::bad_request("Namespace must not be empty"));
+            return Err(invalid("Namespace must not be empty"));
         }
         if levels.len() > MAX_NAMESPACE_DEPTH {
-            return Err(CatalogError::bad_request(format!(
+            return Err(invalid(format!(
                 "Namespace has {} levels; at most {MAX_NAMESPACE_DEPTH} are allowed",
                 levels.len()
             )));
@@ -123,7 +130,7 @@ pub struct Ident {
 }
 
 impl Ident {
-    pub fn new(namespace: Namespace, name: String) -> CatalogResult<Self> {
+    pub fn new(namespace: Namespace, name: String) -> NameResult<Self> {
         validate_name("Name", &name)?;
         Ok(Ident { namespace, name })
     }
@@ -136,21 +143,17 @@ impl fmt::Display for Ident {
 }
 
 /// A catalog name, as in Polaris: 1 to 256 characters, not `system$`.
-pub fn validate_catalog_name(name: &str) -> CatalogResult<()> {
+pub fn validate_catalog_name(name: &str) -> NameResult<()> {
     if name.is_empty() || name.chars().count() > 256 {
-        return Err(CatalogError::bad_request(
-            "Catalog name must be 1 to 256 characters long",
-        ));
+        return Err(invalid("Catalog name must be 1 to 256 characters long"));
     }
     if name.chars().any(char::is_control) || name.contains('/') {
-        return Err(CatalogError::bad_request(
+        return Err(invalid(
             "Catalog name must not contain control characters or '/'",
         ));
     }
     if name.trim_start().eq_ignore_ascii_case("system$") {
-        return Err(CatalogError::bad_request(
-            "Catalog name 'system$' is reserved",
-        ));
+        return Err(invalid("Catalog name 'system$' is reserved"));
     }
     Ok(())
 }
@@ -159,7 +162,7 @@ pub fn validate_catalog_name(name: &str) -> CatalogResult<()> {
 mod tests {
     use super::*;
 
-    fn ns(levels: &[&str]) -> CatalogResult<Namespace> {
+    fn ns(levels: &[&str]) -> NameResult<Namespace> {
         Namespace::new(levels.iter().map(|s| s.to_string()).collect())
     }
 

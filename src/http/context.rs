@@ -1,0 +1,60 @@
+//! The request context, as handlers receive it: [`Ctx`] assembles the catalog's
+//! `RequestContext` from what the layers in front of the handler left in the request
+//! (request id, idempotency key, and — with authentication — the principal) and from the
+//! access delegation header.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use super::error::ApiError;
+use crate::catalog::context::{AccessDelegation, IdempotencyKey, Principal, RequestContext};
+
+/// The id of a request: the client's `X-Request-Id` when it sent a usable one, else a
+/// fresh UUIDv7. Logged with the request and echoed in the response.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// Longest client request id kept; longer ones are replaced.
+const MAX_REQUEST_ID_BYTES: usize = 128;
+
+impl RequestId {
+    pub fn from_header(value: Option<&axum::http::HeaderValue>) -> Self {
+        let usable = value
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty() && v.len() <= MAX_REQUEST_ID_BYTES);
+        RequestId(match usable {
+            Some(id) => id.to_string(),
+            None => uuid::Uuid::now_v7().to_string(),
+        })
+    }
+}
+
+/// The catalog's request context, extracted for a handler.
+pub struct Ctx(pub RequestContext);
+
+impl<S: Send + Sync> FromRequestParts<S> for Ctx {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let request_id = match parts.extensions.get::<RequestId>() {
+            Some(id) => id.0.clone(),
+            None => RequestId::from_header(None).0,
+        };
+        let access_delegation = parts
+            .headers
+            .get("x-iceberg-access-delegation")
+            .and_then(|v| v.to_str().ok())
+            .map(AccessDelegation::parse)
+            .unwrap_or_default();
+        Ok(Ctx(RequestContext {
+            principal: parts
+                .extensions
+                .get::<Principal>()
+                .cloned()
+                .unwrap_or_else(Principal::anonymous),
+            request_id,
+            access_delegation,
+            idempotency: parts.extensions.get::<IdempotencyKey>().cloned(),
+        }))
+    }
+}

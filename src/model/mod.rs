@@ -1,0 +1,117 @@
+//! The catalog's vocabulary, shared by every layer: validated names, the kinds of
+//! entities and the records a store keeps. It depends on nothing else in Floe, so the
+//! store, the file layer, the catalog and HTTP can all use it without reaching up.
+
+pub mod names;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use names::{validate_catalog_name, Ident, InvalidName, Namespace, KEY_SEPARATOR};
+
+pub type Properties = BTreeMap<String, String>;
+
+/// A catalog's id in the store: random, never reused, so a catalog dropped and created
+/// again under the same name is a different catalog (for locks, events and grants).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CatalogId(pub i64);
+
+/// Tables and views share one name space inside a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ObjectKind {
+    Table,
+    View,
+}
+
+impl ObjectKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Table => "table",
+            ObjectKind::View => "view",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "table" => Some(ObjectKind::Table),
+            "view" => Some(ObjectKind::View),
+            _ => None,
+        }
+    }
+
+    /// "Table" or "View", as Iceberg's messages spell it.
+    pub fn title(self) -> &'static str {
+        match self {
+            ObjectKind::Table => "Table",
+            ObjectKind::View => "View",
+        }
+    }
+}
+
+/// A catalog (the REST `prefix`): Polaris's catalog entity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogRecord {
+    pub id: CatalogId,
+    pub name: String,
+    pub properties: Properties,
+    /// Polaris's `storageConfigInfo`, kept as sent.
+    pub storage_config: serde_json::Value,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub version: i64,
+}
+
+/// What a properties update did to each key it named.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PropertiesChange {
+    pub updated: Vec<String>,
+    pub removed: Vec<String>,
+    pub missing: Vec<String>,
+}
+
+impl PropertiesChange {
+    /// Removes, then sets, properties in place, and says what happened to each key.
+    pub fn apply(
+        properties: &mut Properties,
+        removals: &[String],
+        updates: &Properties,
+    ) -> PropertiesChange {
+        let mut change = PropertiesChange::default();
+        for key in removals {
+            if properties.remove(key).is_some() {
+                change.removed.push(key.clone());
+            } else {
+                change.missing.push(key.clone());
+            }
+        }
+        for (key, value) in updates {
+            change.updated.push(key.clone());
+            properties.insert(key.clone(), value.clone());
+        }
+        change
+    }
+}
+
+/// Milliseconds since the epoch: the one clock. Every timestamp a store keeps comes from
+/// here, through the catalog, so a test or a node with a skewed clock has one place to
+/// look.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn properties_change_reports_each_key() {
+        let mut props = Properties::from([("a".into(), "1".into()), ("b".into(), "2".into())]);
+        let updates = Properties::from([("c".into(), "3".into())]);
+        let change = PropertiesChange::apply(&mut props, &["a".into(), "x".into()], &updates);
+        assert_eq!(change.removed, vec!["a"]);
+        assert_eq!(change.missing, vec!["x"]);
+        assert_eq!(change.updated, vec!["c"]);
+        assert_eq!(props.len(), 2);
+    }
+}

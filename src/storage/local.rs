@@ -1,0 +1,218 @@
+//! Metadata files on the local file system (`file:` locations).
+//!
+//! A new file is written to a temporary name, fsynced, then hard-linked to its final name
+//! (linking fails if the name is taken, so nothing is ever replaced) and the directory is
+//! fsynced: after a crash, a metadata file's name holds either nothing or the complete
+//! file. File system calls run on tokio's blocking threads.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use async_trait::async_trait;
+
+use super::{FileStore, StorageError, StorageResult};
+
+/// The absolute path a `file:` location (or a plain absolute path) names.
+pub(super) fn local_path_str(location: &str) -> StorageResult<&str> {
+    let invalid = |message: String| Err(StorageError::InvalidLocation(message));
+    let path = if let Some(rest) = location.strip_prefix("file://") {
+        // `file:///abs` (empty authority) or `file://localhost/abs`.
+        rest.strip_prefix("localhost").unwrap_or(rest)
+    } else if let Some(rest) = location.strip_prefix("file:") {
+        rest
+    } else if location.starts_with('/') {
+        location
+    } else {
+        return invalid(format!(
+            "Unsupported location {location}: this server stores files on its local file system and accepts only file: locations"
+        ));
+    };
+    if !path.starts_with('/') {
+        return invalid(format!("Location {location} must be an absolute path"));
+    }
+    if path.chars().any(char::is_control) {
+        return invalid(format!(
+            "Location {location:?} must not contain control characters"
+        ));
+    }
+    Ok(path)
+}
+
+fn local_path(location: &str) -> StorageResult<PathBuf> {
+    Ok(PathBuf::from(local_path_str(location)?))
+}
+
+fn io_error(error: std::io::Error, what: impl std::fmt::Display) -> StorageError {
+    StorageError::Io(anyhow::Error::new(error).context(what.to_string()))
+}
+
+/// Runs blocking file system work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> StorageResult<T> + Send + 'static,
+) -> StorageResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| StorageError::Io(e.into()))?
+}
+
+/// The local file system.
+pub struct LocalFiles {
+    /// fsync new files and their directory (off only for throwaway data).
+    fsync: bool,
+}
+
+impl LocalFiles {
+    pub fn new(fsync: bool) -> Self {
+        LocalFiles { fsync }
+    }
+}
+
+#[async_trait]
+impl FileStore for LocalFiles {
+    async fn write_new(&self, location: &str, contents: Vec<u8>) -> StorageResult<()> {
+        let path = local_path(location)?;
+        let (location, fsync) = (location.to_string(), self.fsync);
+        blocking(move || write_new_file(&location, &path, &contents, fsync)).await
+    }
+
+    async fn read(&self, location: &str, max_bytes: u64) -> StorageResult<Vec<u8>> {
+        let path = local_path(location)?;
+        let location = location.to_string();
+        blocking(move || {
+            let not_found_or_io = |e: std::io::Error| match e.kind() {
+                ErrorKind::NotFound => StorageError::NotFound(location.clone()),
+                _ => io_error(e, format!("reading {location}")),
+            };
+            let meta = fs::metadata(&path).map_err(not_found_or_io)?;
+            if !meta.is_file() {
+                return Err(StorageError::NotFound(location));
+            }
+            if meta.len() > max_bytes {
+                return Err(StorageError::TooLarge {
+                    location,
+                    max_bytes,
+                });
+            }
+            fs::read(&path).map_err(not_found_or_io)
+        })
+        .await
+    }
+
+    async fn exists(&self, location: &str) -> StorageResult<bool> {
+        // A stat takes microseconds: cheaper inline than a hop to a blocking thread.
+        Ok(local_path(location)?.exists())
+    }
+
+    async fn delete(&self, location: &str) -> StorageResult<()> {
+        let path = local_path(location)?;
+        blocking(move || match fs::remove_file(&path) {
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                Err(io_error(e, format!("removing {}", path.display())))
+            }
+            _ => Ok(()),
+        })
+        .await
+    }
+
+    async fn delete_prefix(&self, location: &str) -> StorageResult<()> {
+        let path = local_path(location)?;
+        blocking(move || match fs::remove_dir_all(&path) {
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                Err(io_error(e, format!("removing {}", path.display())))
+            }
+            _ => Ok(()),
+        })
+        .await
+    }
+
+    fn cheap_exists(&self) -> bool {
+        true
+    }
+}
+
+fn write_new_file(location: &str, path: &Path, contents: &[u8], fsync: bool) -> StorageResult<()> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| StorageError::InvalidLocation(format!("{location} has no directory")))?;
+    fs::create_dir_all(dir).map_err(|e| io_error(e, format!("creating {}", dir.display())))?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(
+        ".{file_name}.{}.tmp",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let result = write_and_link(&temporary, path, contents, fsync);
+    let _ = fs::remove_file(&temporary);
+    match result {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+            return Err(StorageError::AlreadyExists(location.to_string()))
+        }
+        Err(e) => return Err(io_error(e, format!("writing {}", path.display()))),
+    }
+    if fsync {
+        sync_dir(dir).map_err(StorageError::Io)?;
+    }
+    Ok(())
+}
+
+fn write_and_link(
+    temporary: &Path,
+    path: &Path,
+    contents: &[u8],
+    fsync: bool,
+) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temporary)?;
+    file.write_all(contents)?;
+    if fsync {
+        file.sync_data()?;
+    }
+    fs::hard_link(temporary, path)
+}
+
+fn sync_dir(dir: &Path) -> anyhow::Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn new_files_are_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = LocalFiles::new(true);
+        let loc = format!("file://{}/m/00001.json", dir.path().display());
+        files.write_new(&loc, b"{}".to_vec()).await.unwrap();
+        assert!(matches!(
+            files.write_new(&loc, b"[]".to_vec()).await,
+            Err(StorageError::AlreadyExists(_))
+        ));
+        assert_eq!(files.read(&loc, 10).await.unwrap(), b"{}");
+        assert!(matches!(
+            files.read(&loc, 1).await,
+            Err(StorageError::TooLarge { .. })
+        ));
+        let missing = format!("file://{}/m/none.json", dir.path().display());
+        assert!(matches!(
+            files.read(&missing, 10).await,
+            Err(StorageError::NotFound(_))
+        ));
+        assert!(files.exists(&loc).await.unwrap());
+        files
+            .delete_prefix(&format!("file://{}/m", dir.path().display()))
+            .await
+            .unwrap();
+        assert!(!files.exists(&loc).await.unwrap());
+        files.delete(&loc).await.unwrap();
+    }
+}

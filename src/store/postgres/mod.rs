@@ -1,0 +1,624 @@
+//! The PostgreSQL store: stateless Floe nodes over one database.
+//!
+//! Designed so that unrelated requests never conflict (the failure that made Apache
+//! Polaris answer 500 to concurrent creates):
+//! - READ COMMITTED, no SERIALIZABLE: each write touches only its own rows. Names are
+//!   unique by primary key, parents are enforced by foreign keys (so a namespace dropped
+//!   while a child is created can never leave an orphan: one of the two waits and fails).
+//! - Ids are random 63-bit numbers, not a shared sequence.
+//! - Commits are compare-and-swap on one row (`... WHERE metadata_location = $old`).
+//! - The location-overlap check takes transaction-scoped advisory locks: shared on every
+//!   ancestor directory of the new location, exclusive on the location itself, so only
+//!   genuinely overlapping creates queue behind each other.
+//! - Serialization failures and deadlocks (40001, 40P01) are retried here with jittered
+//!   backoff; a lost connection or a database that is down is `Unavailable` (503).
+//!
+//! Statements are sent unnamed (`query_typed`), one round trip each, so Floe also works
+//! behind PgBouncer in transaction pooling mode, which cannot keep prepared statements.
+//!
+//! - `mod.rs`: the pool, error classification and retries, reads, the `Store` impl.
+//! - `schema.rs`: migrations.
+//! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`, and
+//!   the row locks of a commit that lost a race.
+
+mod schema;
+mod writes;
+
+use std::future::Future;
+use std::time::Duration;
+
+use anyhow::Context;
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::{NoTls, Row};
+
+use super::{
+    from_json, page_of, Applied, CatalogRow, IdempotencyRecord, LockedObjects, Page, PageRequest,
+    Store, StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
+};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use schema::MIGRATIONS;
+use writes::PgLocked;
+
+/// Key of the session advisory lock that serialises concurrent migrations.
+const MIGRATION_LOCK: i64 = 0x466c_6f65_4d69_6772; // "FloeMigr"
+
+/// Attempts of one store operation that keeps hitting serialization failures or
+/// deadlocks.
+const MAX_ATTEMPTS: u32 = 8;
+
+/// Connection settings of the PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PostgresSettings {
+    pub url: String,
+    /// Most connections this node opens.
+    pub pool_size: usize,
+    /// How long a request waits for a connection, or for the database to answer a
+    /// connection attempt, before it fails with 503.
+    pub timeout: Duration,
+}
+
+impl PostgresSettings {
+    pub fn new(url: impl Into<String>) -> Self {
+        PostgresSettings {
+            url: url.into(),
+            pool_size: 10,
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+/// Why one attempt of a store operation failed: a store-level answer, or an SQL error
+/// that `run` classifies (retry, unavailable, internal).
+pub(super) enum Failure {
+    Store(StoreError),
+    Sql(tokio_postgres::Error),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Failure::Sql(error)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(error: StoreError) -> Self {
+        Failure::Store(error)
+    }
+}
+
+pub(super) type Attempt<T> = Result<T, Failure>;
+
+pub(super) fn is_retryable(error: &tokio_postgres::Error) -> bool {
+    matches!(
+        error.code(),
+        Some(&SqlState::T_R_SERIALIZATION_FAILURE) | Some(&SqlState::T_R_DEADLOCK_DETECTED)
+    )
+}
+
+/// A database that is down, restarting or unreachable: the client may retry later.
+fn is_unavailable(error: &tokio_postgres::Error) -> bool {
+    if error.is_closed() {
+        return true;
+    }
+    match error.code() {
+        None => true, // I/O or protocol errors: the connection, not the statement, failed
+        Some(code) => {
+            let class = &code.code()[..2];
+            // 08: connection exception, 57: operator intervention (shutdown, restart),
+            // 53: insufficient resources (too many connections).
+            matches!(class, "08" | "57" | "53")
+        }
+    }
+}
+
+pub(super) fn sql_error(error: tokio_postgres::Error) -> StoreError {
+    if is_unavailable(&error) {
+        StoreError::Unavailable(format!("database: {error}"))
+    } else {
+        StoreError::Internal(anyhow::Error::new(error).context("database error"))
+    }
+}
+
+pub(super) fn has_code(error: &tokio_postgres::Error, code: &SqlState) -> bool {
+    error.code() == Some(code)
+}
+
+/// Statement parameters with their types (`query_typed` needs them).
+pub(super) fn text(value: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
+    (value, Type::TEXT)
+}
+
+pub(super) fn int8(value: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
+    (value, Type::INT8)
+}
+
+async fn backoff(attempt: u32) {
+    use rand::Rng;
+    let base_ms = 2u64.saturating_pow(attempt.min(7));
+    let jitter = rand::rng().random_range(0..=base_ms);
+    tokio::time::sleep(Duration::from_millis(base_ms + jitter)).await;
+}
+
+impl PostgresStore {
+    /// Connects and brings the schema up to date, as `floe serve` does on start.
+    pub async fn open(settings: &PostgresSettings) -> anyhow::Result<Self> {
+        let store = Self::connect(settings)?;
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Builds the pool; connections are opened on demand, so this does not touch the
+    /// database.
+    pub fn connect(settings: &PostgresSettings) -> anyhow::Result<Self> {
+        let mut config: tokio_postgres::Config =
+            settings.url.parse().context("parsing the database URL")?;
+        config.connect_timeout(settings.timeout);
+        if config.get_application_name().is_none() {
+            config.application_name("floe");
+        }
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(settings.pool_size)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(settings.timeout))
+            .create_timeout(Some(settings.timeout))
+            .recycle_timeout(Some(settings.timeout))
+            .build()
+            .context("building the connection pool")?;
+        Ok(PostgresStore { pool })
+    }
+
+    /// Applies missing migrations; safe when several nodes run it at once (they queue on
+    /// a transaction-scoped advisory lock, which, unlike a session lock, also holds
+    /// behind PgBouncer in transaction mode) and when run again (applied versions are
+    /// skipped). All of it is one transaction: DDL in PostgreSQL is transactional.
+    pub async fn migrate(&self) -> anyhow::Result<usize> {
+        let mut client = self.client().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let tx = client.transaction().await?;
+        tx.batch_execute(&format!(
+            "SELECT pg_advisory_xact_lock({MIGRATION_LOCK});
+             CREATE TABLE IF NOT EXISTS floe_migrations (
+                 version    INTEGER PRIMARY KEY,
+                 applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+             );"
+        ))
+        .await?;
+        let done: i32 = tx
+            .query_typed_one("SELECT COALESCE(MAX(version), 0) FROM floe_migrations", &[])
+            .await?
+            .get(0);
+        let mut applied = 0;
+        for (i, migration) in MIGRATIONS.iter().enumerate().skip(done as usize) {
+            let version = i as i32 + 1;
+            tx.batch_execute(&format!(
+                "{migration}; INSERT INTO floe_migrations (version) VALUES ({version});"
+            ))
+            .await
+            .with_context(|| format!("applying migration {version}"))?;
+            applied += 1;
+        }
+        tx.commit().await?;
+        Ok(applied)
+    }
+
+    async fn client(&self) -> StoreResult<Object> {
+        self.pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Unavailable(format!("database connection: {e}")))
+    }
+
+    /// Runs `attempt` on a pooled connection, retrying serialization failures and
+    /// deadlocks with jittered backoff.
+    async fn run<T, F, Fut>(&self, attempt: F) -> StoreResult<T>
+    where
+        F: Fn(Object) -> Fut,
+        Fut: Future<Output = Attempt<T>>,
+    {
+        for n in 1..=MAX_ATTEMPTS {
+            let client = self.client().await?;
+            match attempt(client).await {
+                Ok(value) => return Ok(value),
+                Err(Failure::Store(e)) => return Err(e),
+                Err(Failure::Sql(e)) if is_retryable(&e) && n < MAX_ATTEMPTS => {
+                    tracing::info!(attempt = n, error = %e, "retrying a database conflict");
+                    backoff(n).await;
+                }
+                Err(Failure::Sql(e)) => return Err(sql_error(e)),
+            }
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+}
+
+/// Runs a list query over the children of `namespace` in one round trip, telling a
+/// missing catalog or namespace from an empty list. `list_sql` sees the catalog's id as
+/// `(SELECT id FROM c)`; `$1` is the catalog's name and `$2` the namespace's key.
+async fn list_in_namespace(
+    client: &Object,
+    catalog: &str,
+    namespace: &Namespace,
+    list_sql: &str,
+    params: &[(&(dyn ToSql + Sync), Type)],
+) -> Attempt<Vec<String>> {
+    let sql = format!(
+        "WITH c AS (SELECT id FROM catalogs WHERE name = $1)
+         SELECT (SELECT id FROM c),
+                $2 = '' OR EXISTS (SELECT 1 FROM namespaces WHERE catalog_id = (SELECT id FROM c) AND path = $2),
+                ARRAY({list_sql})"
+    );
+    let row = client.query_typed_one(&sql, params).await?;
+    if row.get::<_, Option<i64>>(0).is_none() {
+        return Err(StoreError::CatalogMissing(catalog.to_string()).into());
+    }
+    if !row.get::<_, bool>(1) {
+        return Err(StoreError::NamespaceMissing(namespace.clone()).into());
+    }
+    Ok(row.get(2))
+}
+
+/// SQL LIMIT for a page: one more than asked, to learn whether more follow.
+fn sql_limit(page: &PageRequest) -> Option<i64> {
+    page.limit.map(|l| l as i64 + 1)
+}
+
+/// The query methods shared by a pooled connection and a transaction.
+pub(super) trait Queries {
+    async fn query_opt_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Option<Row>, tokio_postgres::Error>;
+    async fn query_all_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<Vec<Row>, tokio_postgres::Error>;
+    async fn execute_all_typed(
+        &self,
+        sql: &str,
+        params: &[(&(dyn ToSql + Sync), Type)],
+    ) -> Result<u64, tokio_postgres::Error>;
+}
+
+macro_rules! impl_queries {
+    ($type:ty) => {
+        impl Queries for $type {
+            async fn query_opt_typed(
+                &self,
+                sql: &str,
+                params: &[(&(dyn ToSql + Sync), Type)],
+            ) -> Result<Option<Row>, tokio_postgres::Error> {
+                self.query_typed_opt(sql, params).await
+            }
+            async fn query_all_typed(
+                &self,
+                sql: &str,
+                params: &[(&(dyn ToSql + Sync), Type)],
+            ) -> Result<Vec<Row>, tokio_postgres::Error> {
+                self.query_typed(sql, params).await
+            }
+            async fn execute_all_typed(
+                &self,
+                sql: &str,
+                params: &[(&(dyn ToSql + Sync), Type)],
+            ) -> Result<u64, tokio_postgres::Error> {
+                self.execute_typed(sql, params).await
+            }
+        }
+    };
+}
+
+impl_queries!(Object);
+impl_queries!(deadpool_postgres::Transaction<'_>);
+
+async fn object_kind_at(
+    q: &impl Queries,
+    catalog: CatalogId,
+    ident: &Ident,
+) -> Attempt<Option<ObjectKind>> {
+    let ns = ident.namespace.key();
+    Ok(q.query_opt_typed(
+        "SELECT kind FROM objects WHERE catalog_id = $1 AND namespace = $2 AND name = $3",
+        &[int8(&catalog.0), text(&ns), text(&ident.name)],
+    )
+    .await?
+    .and_then(|row| ObjectKind::parse(row.get(0))))
+}
+
+fn catalog_record(row: &Row) -> StoreResult<CatalogRecord> {
+    CatalogRow {
+        id: row.get(0),
+        name: row.get(1),
+        properties: row.get(2),
+        storage_config: row.get(3),
+        created_ms: row.get(4),
+        updated_ms: row.get(5),
+        version: row.get(6),
+    }
+    .into_record()
+}
+
+fn stored_object(
+    kind: &str,
+    metadata_location: String,
+    metadata: String,
+) -> StoreResult<StoredObject> {
+    Ok(StoredObject {
+        kind: ObjectKind::parse(kind)
+            .ok_or_else(|| anyhow::anyhow!("unknown object kind {kind}"))?,
+        metadata_location,
+        metadata,
+    })
+}
+
+impl PostgresStore {
+    /// Opens a transaction on a connection of its own and locks the objects' rows (in one
+    /// global order, so overlapping multi-table commits queue instead of deadlocking).
+    async fn lock_rows(
+        &self,
+        catalog: CatalogId,
+        idents: &[Ident],
+    ) -> StoreResult<Box<dyn LockedObjects>> {
+        let mut locked = PgLocked {
+            client: Some(self.client().await?),
+            current: vec![None; idents.len()],
+        };
+        let client = locked.client.as_ref().expect("just set");
+        let lock = async {
+            client.batch_execute("BEGIN").await?;
+            let mut order: Vec<usize> = (0..idents.len()).collect();
+            order.sort_by(|a, b| idents[*a].cmp(&idents[*b]));
+            let mut current = vec![None; idents.len()];
+            for i in order {
+                let ident = &idents[i];
+                let ns = ident.namespace.key();
+                let row = client
+                    .query_typed_opt(
+                        "SELECT kind, metadata_location, metadata FROM objects
+                         WHERE catalog_id = $1 AND namespace = $2 AND name = $3 FOR UPDATE",
+                        &[int8(&catalog.0), text(&ns), text(&ident.name)],
+                    )
+                    .await?;
+                current[i] = match row {
+                    None => None,
+                    Some(row) => Some(stored_object(row.get(0), row.get(1), row.get(2))?),
+                };
+            }
+            Ok::<_, Failure>(current)
+        };
+        match lock.await {
+            Ok(current) => {
+                locked.current = current;
+                Ok(Box::new(locked))
+            }
+            Err(Failure::Store(e)) => Err(e),
+            Err(Failure::Sql(e)) if is_retryable(&e) => Err(StoreError::Conflict),
+            Err(Failure::Sql(e)) => Err(sql_error(e)),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.run(|client| async move {
+            client.query_typed("SELECT 1", &[]).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn write(&self, batch: WriteBatch) -> StoreResult<Applied> {
+        self.run(|mut client| {
+            let batch = &batch;
+            async move {
+                let tx = client.transaction().await?;
+                let applied = writes::apply(&tx, batch).await?;
+                tx.commit().await?;
+                Ok(applied)
+            }
+        })
+        .await
+    }
+
+    async fn lock_objects(
+        &self,
+        catalog: CatalogId,
+        idents: &[Ident],
+    ) -> StoreResult<Box<dyn LockedObjects>> {
+        self.lock_rows(catalog, idents).await
+    }
+
+    async fn get_catalog(&self, name: &str) -> StoreResult<Option<CatalogRecord>> {
+        let row = self
+            .run(|client| async move {
+                Ok(client
+                    .query_typed_opt(
+                        &format!("SELECT {CATALOG_COLUMNS} FROM catalogs WHERE name = $1"),
+                        &[text(&name)],
+                    )
+                    .await?)
+            })
+            .await?;
+        row.as_ref().map(catalog_record).transpose()
+    }
+
+    async fn list_catalogs(&self) -> StoreResult<Vec<CatalogRecord>> {
+        let rows = self
+            .run(|client| async move {
+                Ok(client
+                    .query_typed(
+                        &format!("SELECT {CATALOG_COLUMNS} FROM catalogs ORDER BY name"),
+                        &[],
+                    )
+                    .await?)
+            })
+            .await?;
+        rows.iter().map(catalog_record).collect()
+    }
+
+    async fn get_namespace(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+    ) -> StoreResult<Option<Properties>> {
+        let key = namespace.key();
+        // One round trip: no row means no catalog, a NULL means no namespace.
+        let row = self
+            .run(|client| {
+                let key = &key;
+                async move {
+                    Ok(client
+                        .query_typed_opt(
+                            "SELECT n.properties FROM catalogs c
+                             LEFT JOIN namespaces n ON n.catalog_id = c.id AND n.path = $2
+                             WHERE c.name = $1",
+                            &[text(&catalog), text(key)],
+                        )
+                        .await?)
+                }
+            })
+            .await?;
+        let row = row.ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))?;
+        row.get::<_, Option<&str>>(0).map(from_json).transpose()
+    }
+
+    async fn list_namespaces(
+        &self,
+        catalog: &str,
+        parent: &Namespace,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Namespace>> {
+        let (parent_key, after) = (parent.key(), page.after.clone().unwrap_or_default());
+        let paths = self
+            .run(|client| {
+                let (parent_key, after) = (&parent_key, &after);
+                async move {
+                    list_in_namespace(
+                        &client,
+                        catalog,
+                        parent,
+                        "SELECT path FROM namespaces WHERE catalog_id = (SELECT id FROM c)
+                           AND parent = $2 AND name > $3 ORDER BY name LIMIT $4",
+                        &[
+                            text(&catalog),
+                            text(parent_key),
+                            text(after),
+                            int8(&sql_limit(page)),
+                        ],
+                    )
+                    .await
+                }
+            })
+            .await?;
+        let items = paths.iter().map(|p| Namespace::from_key(p)).collect();
+        Ok(page_of(items, page, |ns| ns.last().to_string()))
+    }
+
+    async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>> {
+        let ns = ident.namespace.key();
+        let row = self
+            .run(|client| {
+                let ns = &ns;
+                async move {
+                    Ok(client
+                        .query_typed_opt(
+                            "SELECT o.kind, o.metadata_location, o.metadata FROM catalogs c
+                             LEFT JOIN objects o ON o.catalog_id = c.id AND o.namespace = $2 AND o.name = $3
+                             WHERE c.name = $1",
+                            &[text(&catalog), text(ns), text(&ident.name)],
+                        )
+                        .await?)
+                }
+            })
+            .await?;
+        let row = row.ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))?;
+        match row.get::<_, Option<&str>>(0) {
+            None => Ok(None),
+            Some(kind) => stored_object(kind, row.get(1), row.get(2)).map(Some),
+        }
+    }
+
+    async fn list_objects(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+        kind: ObjectKind,
+        page: &PageRequest,
+    ) -> StoreResult<Page<String>> {
+        let (ns, after) = (namespace.key(), page.after.clone().unwrap_or_default());
+        let items = self
+            .run(|client| {
+                let (ns, after) = (&ns, &after);
+                async move {
+                    list_in_namespace(
+                        &client,
+                        catalog,
+                        namespace,
+                        "SELECT name FROM objects WHERE catalog_id = (SELECT id FROM c)
+                           AND namespace = $2 AND kind = $5 AND name > $3 ORDER BY name LIMIT $4",
+                        &[
+                            text(&catalog),
+                            text(ns),
+                            text(after),
+                            int8(&sql_limit(page)),
+                            text(&kind.as_str()),
+                        ],
+                    )
+                    .await
+                }
+            })
+            .await?;
+        Ok(page_of(items, page, Clone::clone))
+    }
+
+    async fn idempotency_record(
+        &self,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<IdempotencyRecord>> {
+        let row = self
+            .run(|client| async move {
+                Ok(client
+                    .query_typed_opt(
+                        "SELECT key, fingerprint, outcome, expires_ms FROM idempotency_keys
+                         WHERE key = $1 AND expires_ms >= $2",
+                        &[text(&key), int8(&now_ms)],
+                    )
+                    .await?)
+            })
+            .await?;
+        Ok(row.map(|r| IdempotencyRecord {
+            key: r.get(0),
+            fingerprint: r.get(1),
+            outcome: r.get(2),
+            expires_ms: r.get(3),
+        }))
+    }
+
+    async fn purge_expired_idempotency(&self, now_ms: i64) -> StoreResult<u64> {
+        self.run(|client| async move {
+            Ok(client
+                .execute_typed(
+                    "DELETE FROM idempotency_keys WHERE expires_ms < $1",
+                    &[int8(&now_ms)],
+                )
+                .await?)
+        })
+        .await
+    }
+}

@@ -1,0 +1,59 @@
+//! The PostgreSQL schema: versioned migrations, applied in order, each once
+//! (`floe_migrations` records them; `PostgresStore::migrate` applies them).
+
+pub(super) const MIGRATIONS: &[&str] = &[
+    r#"
+CREATE TABLE catalogs (
+    id             BIGINT PRIMARY KEY,
+    name           TEXT COLLATE "C" NOT NULL UNIQUE,
+    properties     TEXT NOT NULL,
+    storage_config TEXT NOT NULL,
+    created_ms     BIGINT NOT NULL,
+    updated_ms     BIGINT NOT NULL,
+    version        BIGINT NOT NULL
+);
+-- Every catalog has a root namespace row (path '', parent NULL), so that the parent of
+-- every namespace, top-level ones included, is enforced by a foreign key.
+CREATE TABLE namespaces (
+    catalog_id BIGINT NOT NULL REFERENCES catalogs (id),
+    path       TEXT COLLATE "C" NOT NULL,
+    parent     TEXT COLLATE "C",
+    name       TEXT COLLATE "C" NOT NULL,
+    properties TEXT NOT NULL,
+    PRIMARY KEY (catalog_id, path),
+    FOREIGN KEY (catalog_id, parent) REFERENCES namespaces (catalog_id, path)
+);
+CREATE UNIQUE INDEX namespaces_children ON namespaces (catalog_id, parent, name);
+CREATE TABLE objects (
+    catalog_id        BIGINT NOT NULL,
+    namespace         TEXT COLLATE "C" NOT NULL,
+    name              TEXT COLLATE "C" NOT NULL,
+    kind              TEXT NOT NULL CHECK (kind IN ('table', 'view')),
+    metadata_location TEXT NOT NULL,
+    metadata          TEXT NOT NULL,
+    location          TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (catalog_id, namespace, name),
+    FOREIGN KEY (catalog_id, namespace) REFERENCES namespaces (catalog_id, path)
+);
+CREATE INDEX objects_by_kind ON objects (catalog_id, namespace, kind, name);
+CREATE INDEX objects_by_location ON objects (location);
+CREATE TABLE metrics_reports (
+    id          BIGSERIAL PRIMARY KEY,
+    catalog_id  BIGINT NOT NULL,
+    namespace   TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    report      TEXT NOT NULL,
+    received_ms BIGINT NOT NULL
+);
+"#,
+    // Idempotency keys of the REST spec, written in the same transaction as the change.
+    r#"
+CREATE TABLE idempotency_keys (
+    key         TEXT COLLATE "C" PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    outcome     TEXT NOT NULL,
+    expires_ms  BIGINT NOT NULL
+);
+CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ms);
+"#,
+];

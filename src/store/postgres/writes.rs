@@ -1,0 +1,551 @@
+//! PostgreSQL's one write path: [`apply`] runs a `WriteBatch` inside an open transaction
+//! (a fresh one from `Store::write`, or the locked one of [`PgLocked`]). A new kind of
+//! row that must commit with every change (the event outbox) is one more step here.
+
+use async_trait::async_trait;
+use deadpool_postgres::Object;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::Type;
+
+use super::{
+    has_code, int8, is_retryable, object_kind_at, sql_error, text, Attempt, Failure, Queries,
+};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use crate::store::{
+    exists_error, location_prefixes, location_upper_bound, to_json, Applied, IdempotencyRecord,
+    LockedObjects, Mutation, ObjectWrite, StoreError, StoreResult, StoredObject, WriteBatch,
+};
+
+/// Applies the batch's rows, then its mutation, in the caller's transaction.
+pub(super) async fn apply(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied> {
+    if let Some(record) = &batch.idempotency {
+        record_idempotency(q, record, batch.now_ms).await?;
+    }
+    match &batch.mutation {
+        Mutation::None => {}
+        Mutation::CreateCatalog(record) => create_catalog(q, record).await?,
+        Mutation::UpdateCatalog {
+            expected_version,
+            record,
+        } => update_catalog(q, *expected_version, record).await?,
+        Mutation::DropCatalog { catalog, name } => drop_catalog(q, *catalog, name).await?,
+        Mutation::CreateNamespace {
+            catalog,
+            namespace,
+            properties,
+        } => create_namespace(q, *catalog, namespace, properties).await?,
+        Mutation::UpdateNamespace {
+            catalog,
+            namespace,
+            expected,
+            properties,
+        } => update_namespace(q, *catalog, namespace, expected, properties).await?,
+        Mutation::DropNamespace { catalog, namespace } => {
+            drop_namespace(q, *catalog, namespace).await?
+        }
+        Mutation::CommitObjects { catalog, writes } => commit_objects(q, *catalog, writes).await?,
+        Mutation::DropObject {
+            catalog,
+            kind,
+            ident,
+        } => {
+            return drop_object(q, *catalog, *kind, ident)
+                .await
+                .map(Applied::Dropped)
+        }
+        Mutation::RenameObject {
+            catalog,
+            kind,
+            from,
+            to,
+        } => rename_object(q, *catalog, *kind, from, to).await?,
+        Mutation::RecordMetrics {
+            catalog,
+            ident,
+            report,
+        } => {
+            let ns = ident.namespace.key();
+            q.execute_all_typed(
+                "INSERT INTO metrics_reports (catalog_id, namespace, name, report, received_ms)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[
+                    int8(&catalog.0),
+                    text(&ns),
+                    text(&ident.name),
+                    text(report),
+                    int8(&batch.now_ms),
+                ],
+            )
+            .await?;
+        }
+    }
+    Ok(Applied::Done)
+}
+
+/// Inserts the key, or takes over an expired record of it; a live one refuses the batch.
+/// Two requests with one key at once: the second waits on the first's row lock, then
+/// finds the key taken.
+async fn record_idempotency(q: &impl Queries, r: &IdempotencyRecord, now: i64) -> Attempt<()> {
+    let taken = q
+        .execute_all_typed(
+            "INSERT INTO idempotency_keys (key, fingerprint, outcome, expires_ms) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (key) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
+                 outcome = EXCLUDED.outcome, expires_ms = EXCLUDED.expires_ms
+             WHERE idempotency_keys.expires_ms < $5",
+            &[
+                text(&r.key),
+                text(&r.fingerprint),
+                text(&r.outcome),
+                int8(&r.expires_ms),
+                int8(&now),
+            ],
+        )
+        .await?;
+    if taken == 0 {
+        return Err(StoreError::IdempotencyKeyUsed.into());
+    }
+    Ok(())
+}
+
+async fn create_catalog(q: &impl Queries, c: &CatalogRecord) -> Attempt<()> {
+    let (properties, storage) = (to_json(&c.properties)?, to_json(&c.storage_config)?);
+    let inserted = q
+        .query_all_typed(
+            "INSERT INTO catalogs (id, name, properties, storage_config, created_ms, updated_ms, version)
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name) DO NOTHING RETURNING id",
+            &[
+                int8(&c.id.0),
+                text(&c.name),
+                text(&properties),
+                text(&storage),
+                int8(&c.created_ms),
+                int8(&c.updated_ms),
+                int8(&c.version),
+            ],
+        )
+        .await?;
+    if inserted.is_empty() {
+        return Err(StoreError::CatalogExists(c.name.clone()).into());
+    }
+    q.execute_all_typed(
+        "INSERT INTO namespaces (catalog_id, path, parent, name, properties) VALUES ($1, '', NULL, '', '{}')",
+        &[int8(&c.id.0)],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn update_catalog(q: &impl Queries, expected_version: i64, c: &CatalogRecord) -> Attempt<()> {
+    let (properties, storage) = (to_json(&c.properties)?, to_json(&c.storage_config)?);
+    let updated = q
+        .execute_all_typed(
+            "UPDATE catalogs SET properties = $2, storage_config = $3, updated_ms = $4, version = $5
+             WHERE id = $1 AND version = $6",
+            &[
+                int8(&c.id.0),
+                text(&properties),
+                text(&storage),
+                int8(&c.updated_ms),
+                int8(&c.version),
+                int8(&expected_version),
+            ],
+        )
+        .await?;
+    if updated == 0 {
+        let exists = q
+            .query_opt_typed("SELECT 1 FROM catalogs WHERE id = $1", &[int8(&c.id.0)])
+            .await?
+            .is_some();
+        return Err(if exists {
+            StoreError::Conflict
+        } else {
+            StoreError::CatalogMissing(c.name.clone())
+        }
+        .into());
+    }
+    Ok(())
+}
+
+async fn drop_catalog(q: &impl Queries, id: CatalogId, name: &str) -> Attempt<()> {
+    let not_empty = || Failure::Store(StoreError::CatalogNotEmpty(name.to_string()));
+    let children = q
+        .query_opt_typed(
+            "SELECT 1 FROM namespaces WHERE catalog_id = $1 AND path <> '' LIMIT 1",
+            &[int8(&id.0)],
+        )
+        .await?;
+    if children.is_some() {
+        return Err(not_empty());
+    }
+    // Deleting the root row fails on the foreign key if a namespace was created
+    // meanwhile: the catalog is not empty after all.
+    match q
+        .execute_all_typed(
+            "DELETE FROM namespaces WHERE catalog_id = $1 AND path = ''",
+            &[int8(&id.0)],
+        )
+        .await
+    {
+        Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => return Err(not_empty()),
+        other => other?,
+    };
+    q.execute_all_typed(
+        "DELETE FROM metrics_reports WHERE catalog_id = $1",
+        &[int8(&id.0)],
+    )
+    .await?;
+    if q.execute_all_typed("DELETE FROM catalogs WHERE id = $1", &[int8(&id.0)])
+        .await?
+        == 0
+    {
+        return Err(StoreError::CatalogMissing(name.to_string()).into());
+    }
+    Ok(())
+}
+
+async fn create_namespace(
+    q: &impl Queries,
+    id: CatalogId,
+    namespace: &Namespace,
+    properties: &Properties,
+) -> Attempt<()> {
+    let properties = to_json(properties)?;
+    let (key, parent) = (namespace.key(), namespace.parent().key());
+    let inserted = q
+        .query_all_typed(
+            "INSERT INTO namespaces (catalog_id, path, parent, name, properties)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING RETURNING 1",
+            &[
+                int8(&id.0),
+                text(&key),
+                text(&parent),
+                text(&namespace.last()),
+                text(&properties),
+            ],
+        )
+        .await;
+    match inserted {
+        Ok(rows) if rows.is_empty() => Err(StoreError::NamespaceExists(namespace.clone()).into()),
+        Ok(_) => Ok(()),
+        // The parent row is missing: the parent namespace, or (for a top-level one) the
+        // catalog's root row, i.e. the catalog was dropped meanwhile.
+        Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+            Err(StoreError::NamespaceMissing(namespace.parent()).into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn update_namespace(
+    q: &impl Queries,
+    id: CatalogId,
+    namespace: &Namespace,
+    expected: &Properties,
+    properties: &Properties,
+) -> Attempt<()> {
+    let (key, expected, properties) = (namespace.key(), to_json(expected)?, to_json(properties)?);
+    let row = q
+        .query_opt_typed(
+            "SELECT properties = $3 FROM namespaces WHERE catalog_id = $1 AND path = $2 FOR UPDATE",
+            &[int8(&id.0), text(&key), text(&expected)],
+        )
+        .await?
+        .ok_or_else(|| StoreError::NamespaceMissing(namespace.clone()))?;
+    if !row.get::<_, bool>(0) {
+        return Err(StoreError::Conflict.into());
+    }
+    q.execute_all_typed(
+        "UPDATE namespaces SET properties = $3 WHERE catalog_id = $1 AND path = $2",
+        &[int8(&id.0), text(&key), text(&properties)],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn drop_namespace(q: &impl Queries, id: CatalogId, namespace: &Namespace) -> Attempt<()> {
+    let key = namespace.key();
+    // Children hold foreign keys to this row: deleting it fails, rather than orphaning
+    // them, even when a child is being created at this moment.
+    match q
+        .execute_all_typed(
+            "DELETE FROM namespaces WHERE catalog_id = $1 AND path = $2",
+            &[int8(&id.0), text(&key)],
+        )
+        .await
+    {
+        Ok(0) => Err(StoreError::NamespaceMissing(namespace.clone()).into()),
+        Ok(_) => Ok(()),
+        Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+            Err(StoreError::NamespaceNotEmpty(namespace.clone()).into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn commit_objects(q: &impl Queries, id: CatalogId, writes: &[ObjectWrite]) -> Attempt<()> {
+    // Rows are locked in one global order (as `lock_objects` does), so that concurrent
+    // multi-table commits over overlapping tables queue instead of deadlocking.
+    let mut ordered: Vec<&ObjectWrite> = writes.iter().collect();
+    ordered.sort_by(|a, b| a.ident.cmp(&b.ident));
+    for w in ordered {
+        commit_object(q, id, w).await?;
+    }
+    Ok(())
+}
+
+async fn commit_object(q: &impl Queries, id: CatalogId, w: &ObjectWrite) -> Attempt<()> {
+    let ns = w.ident.namespace.key();
+    let kind = w.kind.as_str();
+    match &w.expected_metadata_location {
+        None => {
+            let inserted = q
+                .query_all_typed(
+                    "INSERT INTO objects (catalog_id, namespace, name, kind, metadata_location, metadata, location)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING RETURNING 1",
+                    &[
+                        int8(&id.0),
+                        text(&ns),
+                        text(&w.ident.name),
+                        text(&kind),
+                        text(&w.metadata_location),
+                        text(&w.metadata),
+                        text(&w.location),
+                    ],
+                )
+                .await;
+            match inserted {
+                Ok(rows) if rows.is_empty() => {
+                    // Taken by a table or view; a retry sees which.
+                    let existing = object_kind_at(q, id, &w.ident).await?.unwrap_or(w.kind);
+                    return Err(exists_error(w.kind, existing, &w.ident).into());
+                }
+                Ok(_) => {}
+                Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+                    return Err(StoreError::NamespaceMissing(w.ident.namespace.clone()).into())
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Some(expected) => {
+            let updated = q
+                .execute_all_typed(
+                    "UPDATE objects SET metadata_location = $6, metadata = $7, location = $8
+                     WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $4
+                       AND metadata_location = $5",
+                    &[
+                        int8(&id.0),
+                        text(&ns),
+                        text(&w.ident.name),
+                        text(&kind),
+                        text(expected),
+                        text(&w.metadata_location),
+                        text(&w.metadata),
+                        text(&w.location),
+                    ],
+                )
+                .await?;
+            if updated == 0 {
+                return Err(match object_kind_at(q, id, &w.ident).await? {
+                    Some(kind) if kind == w.kind => StoreError::Conflict,
+                    _ => StoreError::ObjectMissing {
+                        kind: w.kind,
+                        ident: w.ident.clone(),
+                    },
+                }
+                .into());
+            }
+        }
+    }
+    if w.check_location {
+        if let Some(other) = overlapping_object(q, id, &w.location, &w.ident).await? {
+            return Err(StoreError::LocationOverlap {
+                location: w.location.clone(),
+                other,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// 64-bit FNV-1a: advisory lock keys for location prefixes. A collision only makes two
+/// unrelated creates wait for each other, never lets overlapping ones through.
+fn lock_key(location: &str) -> i64 {
+    crate::stable_hash::fnv1a(location.bytes()) as i64
+}
+
+/// The object whose location contains `location` or lies inside it (see the SQLite store
+/// for the range trick), after taking the advisory locks that make check-then-insert
+/// safe between nodes: shared on every ancestor directory, exclusive on the location.
+async fn overlapping_object(
+    q: &impl Queries,
+    id: CatalogId,
+    location: &str,
+    ident: &Ident,
+) -> Attempt<Option<Ident>> {
+    let candidates = location_prefixes(location);
+    let ancestor_keys: Vec<i64> = candidates[..candidates.len() - 1]
+        .iter()
+        .map(|a| lock_key(a))
+        .collect();
+    q.query_all_typed(
+        "SELECT pg_advisory_xact_lock_shared(k) FROM unnest($1::BIGINT[]) WITH ORDINALITY AS t(k, i) ORDER BY i",
+        &[(&ancestor_keys, Type::INT8_ARRAY)],
+    )
+    .await?;
+    q.query_all_typed(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[int8(&lock_key(location))],
+    )
+    .await?;
+    let ns = ident.namespace.key();
+    let upper = location_upper_bound(location);
+    let row = q
+        .query_all_typed(
+            "SELECT namespace, name FROM objects
+             WHERE (location = ANY($1) OR (location >= $2 AND location < $3))
+               AND NOT (catalog_id = $4 AND namespace = $5 AND name = $6)
+             LIMIT 1",
+            &[
+                (&candidates, Type::TEXT_ARRAY),
+                text(&location),
+                text(&upper),
+                int8(&id.0),
+                text(&ns),
+                text(&ident.name),
+            ],
+        )
+        .await?
+        .into_iter()
+        .next();
+    Ok(row.map(|r| Ident {
+        namespace: Namespace::from_key(r.get(0)),
+        name: r.get(1),
+    }))
+}
+
+async fn drop_object(
+    q: &impl Queries,
+    id: CatalogId,
+    kind: ObjectKind,
+    ident: &Ident,
+) -> Attempt<StoredObject> {
+    let ns = ident.namespace.key();
+    let row = q
+        .query_opt_typed(
+            "DELETE FROM objects WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $4
+             RETURNING metadata_location, metadata",
+            &[int8(&id.0), text(&ns), text(&ident.name), text(&kind.as_str())],
+        )
+        .await?
+        .ok_or_else(|| StoreError::ObjectMissing {
+            kind,
+            ident: ident.clone(),
+        })?;
+    Ok(StoredObject {
+        kind,
+        metadata_location: row.get(0),
+        metadata: row.get(1),
+    })
+}
+
+async fn rename_object(
+    q: &impl Queries,
+    id: CatalogId,
+    kind: ObjectKind,
+    from: &Ident,
+    to: &Ident,
+) -> Attempt<()> {
+    let missing = || {
+        Failure::Store(StoreError::ObjectMissing {
+            kind,
+            ident: from.clone(),
+        })
+    };
+    let taken = |existing| {
+        Failure::Store(StoreError::RenameTargetExists {
+            kind,
+            existing,
+            from: from.clone(),
+            to: to.clone(),
+        })
+    };
+    if object_kind_at(q, id, from).await? != Some(kind) {
+        return Err(missing());
+    }
+    if let Some(existing) = object_kind_at(q, id, to).await? {
+        return Err(taken(existing));
+    }
+    let (from_ns, to_ns) = (from.namespace.key(), to.namespace.key());
+    let renamed = q
+        .execute_all_typed(
+            "UPDATE objects SET namespace = $4, name = $5
+             WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $6",
+            &[
+                int8(&id.0),
+                text(&from_ns),
+                text(&from.name),
+                text(&to_ns),
+                text(&to.name),
+                text(&kind.as_str()),
+            ],
+        )
+        .await;
+    match renamed {
+        // A concurrent create took the name between the check and the update.
+        Err(e) if has_code(&e, &SqlState::UNIQUE_VIOLATION) => Err(taken(kind)),
+        // The target namespace does not exist (or was dropped meanwhile).
+        Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+            Err(StoreError::NamespaceMissing(to.namespace.clone()).into())
+        }
+        Ok(0) => Err(missing()),
+        other => other.map(|_| ()).map_err(Failure::Sql),
+    }
+}
+
+/// Row locks (`SELECT ... FOR UPDATE`) on the objects of a commit that lost a race, held
+/// in an open transaction on a connection of its own. Other nodes' commits to these rows
+/// wait in line instead of racing. Dropped without `write`, the connection is closed
+/// rather than returned to the pool, so the transaction can never leak into other work.
+pub(super) struct PgLocked {
+    pub(super) client: Option<Object>,
+    pub(super) current: Vec<Option<StoredObject>>,
+}
+
+impl Drop for PgLocked {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            drop(Object::take(client));
+        }
+    }
+}
+
+#[async_trait]
+impl LockedObjects for PgLocked {
+    fn current(&self) -> &[Option<StoredObject>] {
+        &self.current
+    }
+
+    async fn write(mut self: Box<Self>, batch: WriteBatch) -> StoreResult<Applied> {
+        let client = self.client.as_ref().expect("a locked connection");
+        let outcome = match apply(client, &batch).await {
+            Ok(applied) => client
+                .batch_execute("COMMIT")
+                .await
+                .map(|()| applied)
+                .map_err(Failure::Sql),
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(applied) => {
+                // The transaction is over: the connection may go back to the pool.
+                drop(self.client.take());
+                Ok(applied)
+            }
+            Err(Failure::Store(e)) => Err(e),
+            // Two locked commits over overlapping sets can still deadlock: redo it.
+            Err(Failure::Sql(e)) if is_retryable(&e) => Err(StoreError::Conflict),
+            Err(Failure::Sql(e)) => Err(sql_error(e)),
+        }
+    }
+}

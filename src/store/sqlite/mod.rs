@@ -1,0 +1,455 @@
+//! The embedded store: SQLite in WAL mode (bundled sources, no server to run).
+//!
+//! One writer connection serialises writes (SQLite allows one writer at a time anyway);
+//! reads use a small pool of connections that see the last committed state without
+//! blocking the writer. `synchronous=FULL` makes every acknowledged write durable against
+//! power loss as well as process death.
+//!
+//! - `mod.rs`: connections, schema, reads and the `Store` impl.
+//! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
+
+mod writes;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use super::{
+    from_json, page_of, Applied, CatalogRow, IdempotencyRecord, LockedObjects, Page, PageRequest,
+    Store, StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
+};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+const MIGRATIONS: &[&str] = &[
+    r#"
+CREATE TABLE catalogs (
+    id             INTEGER PRIMARY KEY,
+    name           TEXT NOT NULL UNIQUE,
+    properties     TEXT NOT NULL,
+    storage_config TEXT NOT NULL,
+    created_ms     INTEGER NOT NULL,
+    updated_ms     INTEGER NOT NULL,
+    version        INTEGER NOT NULL
+);
+CREATE TABLE namespaces (
+    catalog_id INTEGER NOT NULL REFERENCES catalogs(id),
+    path       TEXT NOT NULL,   -- levels joined by U+001F
+    parent     TEXT NOT NULL,   -- the parent's path; '' for top-level namespaces
+    name       TEXT NOT NULL,   -- the last level
+    properties TEXT NOT NULL,
+    PRIMARY KEY (catalog_id, path)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX namespaces_children ON namespaces (catalog_id, parent, name);
+CREATE TABLE objects (
+    catalog_id        INTEGER NOT NULL,
+    namespace         TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    kind              TEXT NOT NULL CHECK (kind IN ('table', 'view')),
+    metadata_location TEXT NOT NULL,
+    metadata          TEXT NOT NULL,
+    location          TEXT NOT NULL,
+    PRIMARY KEY (catalog_id, namespace, name),
+    FOREIGN KEY (catalog_id, namespace) REFERENCES namespaces (catalog_id, path)
+);
+CREATE INDEX objects_by_kind ON objects (catalog_id, namespace, kind, name);
+CREATE INDEX objects_by_location ON objects (location) WHERE kind = 'table';
+CREATE TABLE metrics_reports (
+    id          INTEGER PRIMARY KEY,
+    catalog_id  INTEGER NOT NULL,
+    namespace   TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    report      TEXT NOT NULL,
+    received_ms INTEGER NOT NULL
+);
+"#,
+    // Views join the location-overlap check: purging a table must never delete files of a
+    // view placed inside it.
+    r#"
+DROP INDEX objects_by_location;
+CREATE INDEX objects_by_location ON objects (location);
+"#,
+    // Idempotency keys of the REST spec, written in the same transaction as the change.
+    r#"
+CREATE TABLE idempotency_keys (
+    key         TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    outcome     TEXT NOT NULL,
+    expires_ms  INTEGER NOT NULL
+);
+CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ms);
+"#,
+];
+
+/// Most idle read connections kept open.
+const MAX_IDLE_READERS: usize = 16;
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    path: Arc<Path>,
+    writer: Arc<Mutex<Connection>>,
+    readers: Arc<Mutex<Vec<Connection>>>,
+}
+
+fn open_connection(path: &Path) -> anyhow::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("opening {}", path.display()))?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = FULL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA busy_timeout = 10000;",
+    )?;
+    Ok(conn)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        let mut conn = open_connection(path)?;
+        migrate(&mut conn)?;
+        Ok(SqliteStore {
+            path: Arc::from(path),
+            writer: Arc::new(Mutex::new(conn)),
+            readers: Arc::new(Mutex::new(Vec::new())),
+        })
+    }
+
+    /// Runs a read on a pooled connection, on the calling thread. Point reads in WAL mode
+    /// take microseconds and never wait for the writer, so handing them to a blocking
+    /// thread would cost more (a thread wake-up per request) than it protects.
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let pooled = self.readers.lock().expect("reader pool poisoned").pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => open_connection(&self.path).map_err(StoreError::Internal)?,
+        };
+        let result = f(&conn);
+        let mut idle = self.readers.lock().expect("reader pool poisoned");
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        result
+    }
+
+    /// Applies a batch in one IMMEDIATE transaction on the writer, off the async threads
+    /// (the commit waits for fsync); commits only when every part succeeds.
+    async fn apply(&self, batch: WriteBatch) -> StoreResult<Applied> {
+        let writer = self.writer.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut conn = writer.lock().expect("writer poisoned");
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(internal)?;
+            let applied = writes::apply(&tx, &batch)?;
+            tx.commit().map_err(internal)?;
+            Ok(applied)
+        })
+        .await
+        .map_err(|e| StoreError::Internal(e.into()))?
+    }
+}
+
+fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
+    let applied: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for (i, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
+        tx.execute_batch(migration)
+            .with_context(|| format!("applying migration {}", i + 1))?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+pub(super) fn internal(error: rusqlite::Error) -> StoreError {
+    StoreError::Internal(error.into())
+}
+
+pub(super) fn is_unique_violation(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(e, _)
+        if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+            || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE)
+}
+
+fn catalog_id(conn: &Connection, catalog: &str) -> StoreResult<CatalogId> {
+    conn.prepare_cached("SELECT id FROM catalogs WHERE name = ?1")
+        .and_then(|mut s| s.query_row([catalog], |r| r.get(0)).optional())
+        .map_err(internal)?
+        .map(CatalogId)
+        .ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))
+}
+
+pub(super) fn require_namespace(
+    conn: &Connection,
+    catalog: CatalogId,
+    namespace: &Namespace,
+) -> StoreResult<()> {
+    if namespace.is_root() {
+        return Ok(());
+    }
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM namespaces WHERE catalog_id = ?1 AND path = ?2")
+        .and_then(|mut s| s.exists(params![catalog.0, namespace.key()]))
+        .map_err(internal)?;
+    if exists {
+        Ok(())
+    } else {
+        Err(StoreError::NamespaceMissing(namespace.clone()))
+    }
+}
+
+/// SQLite's LIMIT for a page: one more than asked, to learn whether more follow.
+fn sql_limit(page: &PageRequest) -> i64 {
+    page.limit.map(|l| l as i64 + 1).unwrap_or(-1)
+}
+
+pub(super) fn catalog_from_row(row: &rusqlite::Row) -> rusqlite::Result<CatalogRow> {
+    Ok(CatalogRow {
+        id: row.get(0)?,
+        name: row.get(1)?,
+        properties: row.get(2)?,
+        storage_config: row.get(3)?,
+        created_ms: row.get(4)?,
+        updated_ms: row.get(5)?,
+        version: row.get(6)?,
+    })
+}
+
+pub(super) fn stored_object(
+    kind: String,
+    metadata_location: String,
+    metadata: String,
+) -> StoreResult<StoredObject> {
+    Ok(StoredObject {
+        kind: ObjectKind::parse(&kind)
+            .ok_or_else(|| anyhow::anyhow!("unknown object kind {kind}"))?,
+        metadata_location,
+        metadata,
+    })
+}
+
+/// The embedded store serves one process, whose per-object commit lock already keeps
+/// other writers out: "locking" only reads the current state.
+struct SqliteLocked {
+    store: SqliteStore,
+    current: Vec<Option<StoredObject>>,
+}
+
+#[async_trait]
+impl LockedObjects for SqliteLocked {
+    fn current(&self) -> &[Option<StoredObject>] {
+        &self.current
+    }
+
+    async fn write(self: Box<Self>, batch: WriteBatch) -> StoreResult<Applied> {
+        self.store.apply(batch).await
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> StoreResult<()> {
+        self.read(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(internal))
+    }
+
+    async fn write(&self, batch: WriteBatch) -> StoreResult<Applied> {
+        self.apply(batch).await
+    }
+
+    async fn lock_objects(
+        &self,
+        catalog: CatalogId,
+        idents: &[Ident],
+    ) -> StoreResult<Box<dyn LockedObjects>> {
+        let current = self.read(|conn| {
+            idents
+                .iter()
+                .map(|ident| writes::object_at(conn, catalog, ident))
+                .collect::<StoreResult<Vec<_>>>()
+        })?;
+        Ok(Box::new(SqliteLocked {
+            store: self.clone(),
+            current,
+        }))
+    }
+
+    async fn get_catalog(&self, name: &str) -> StoreResult<Option<CatalogRecord>> {
+        self.read(|conn| {
+            let row = conn
+                .prepare_cached(&format!(
+                    "SELECT {CATALOG_COLUMNS} FROM catalogs WHERE name = ?1"
+                ))
+                .and_then(|mut s| s.query_row([name], catalog_from_row).optional())
+                .map_err(internal)?;
+            row.map(CatalogRow::into_record).transpose()
+        })
+    }
+
+    async fn list_catalogs(&self) -> StoreResult<Vec<CatalogRecord>> {
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare_cached(&format!(
+                    "SELECT {CATALOG_COLUMNS} FROM catalogs ORDER BY name"
+                ))
+                .map_err(internal)?;
+            let rows = stmt
+                .query_map([], catalog_from_row)
+                .map_err(internal)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(internal)?;
+            rows.into_iter().map(CatalogRow::into_record).collect()
+        })
+    }
+
+    async fn get_namespace(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+    ) -> StoreResult<Option<Properties>> {
+        self.read(|conn| {
+            let id = catalog_id(conn, catalog)?;
+            let props: Option<String> = conn
+                .prepare_cached(
+                    "SELECT properties FROM namespaces WHERE catalog_id = ?1 AND path = ?2",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![id.0, namespace.key()], |r| r.get(0))
+                        .optional()
+                })
+                .map_err(internal)?;
+            props.map(|p| from_json(&p)).transpose()
+        })
+    }
+
+    async fn list_namespaces(
+        &self,
+        catalog: &str,
+        parent: &Namespace,
+        page: &PageRequest,
+    ) -> StoreResult<Page<Namespace>> {
+        self.read(|conn| {
+            let id = catalog_id(conn, catalog)?;
+            require_namespace(conn, id, parent)?;
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT path FROM namespaces WHERE catalog_id = ?1 AND parent = ?2 AND name > ?3 ORDER BY name LIMIT ?4",
+                )
+                .map_err(internal)?;
+            let after = page.after.as_deref().unwrap_or_default();
+            let items = stmt
+                .query_map(params![id.0, parent.key(), after, sql_limit(page)], |r| {
+                    r.get::<_, String>(0)
+                })
+                .map_err(internal)?
+                .map(|r| r.map(|path| Namespace::from_key(&path)))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(internal)?;
+            Ok(page_of(items, page, |ns| ns.last().to_string()))
+        })
+    }
+
+    async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>> {
+        self.read(|conn| {
+            // One query resolves the catalog and the object: no row means no catalog,
+            // a row of NULLs means no object.
+            type Row = (Option<String>, Option<String>, Option<String>);
+            let row: Option<Row> = conn
+                .prepare_cached(
+                    "SELECT o.kind, o.metadata_location, o.metadata FROM catalogs c
+                     LEFT JOIN objects o ON o.catalog_id = c.id AND o.namespace = ?2 AND o.name = ?3
+                     WHERE c.name = ?1",
+                )
+                .and_then(|mut s| {
+                    s.query_row(params![catalog, ident.namespace.key(), ident.name], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .optional()
+                })
+                .map_err(internal)?;
+            match row {
+                None => Err(StoreError::CatalogMissing(catalog.to_string())),
+                Some((Some(kind), Some(location), Some(metadata))) => {
+                    stored_object(kind, location, metadata).map(Some)
+                }
+                Some(_) => Ok(None),
+            }
+        })
+    }
+
+    async fn list_objects(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+        kind: ObjectKind,
+        page: &PageRequest,
+    ) -> StoreResult<Page<String>> {
+        self.read(|conn| {
+            let id = catalog_id(conn, catalog)?;
+            require_namespace(conn, id, namespace)?;
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT name FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND kind = ?3 AND name > ?4 ORDER BY name LIMIT ?5",
+                )
+                .map_err(internal)?;
+            let after = page.after.as_deref().unwrap_or_default();
+            let items = stmt
+                .query_map(
+                    params![id.0, namespace.key(), kind.as_str(), after, sql_limit(page)],
+                    |r| r.get(0),
+                )
+                .map_err(internal)?
+                .collect::<Result<Vec<String>, _>>()
+                .map_err(internal)?;
+            Ok(page_of(items, page, Clone::clone))
+        })
+    }
+
+    async fn idempotency_record(
+        &self,
+        key: &str,
+        now_ms: i64,
+    ) -> StoreResult<Option<IdempotencyRecord>> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT key, fingerprint, outcome, expires_ms FROM idempotency_keys
+                 WHERE key = ?1 AND expires_ms >= ?2",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![key, now_ms], |r| {
+                    Ok(IdempotencyRecord {
+                        key: r.get(0)?,
+                        fingerprint: r.get(1)?,
+                        outcome: r.get(2)?,
+                        expires_ms: r.get(3)?,
+                    })
+                })
+                .optional()
+            })
+            .map_err(internal)
+        })
+    }
+
+    async fn purge_expired_idempotency(&self, now_ms: i64) -> StoreResult<u64> {
+        let writer = self.writer.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = writer.lock().expect("writer poisoned");
+            conn.execute(
+                "DELETE FROM idempotency_keys WHERE expires_ms < ?1",
+                [now_ms],
+            )
+            .map(|n| n as u64)
+            .map_err(internal)
+        })
+        .await
+        .map_err(|e| StoreError::Internal(e.into()))?
+    }
+}

@@ -1,0 +1,442 @@
+//! The embedded store's one write path: [`apply`] runs a `WriteBatch` inside the
+//! writer's transaction. A new kind of row that must commit with every change (the event
+//! outbox) is one more step here.
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::{catalog_from_row, internal, is_unique_violation, require_namespace, stored_object};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use crate::store::{
+    exists_error, location_prefixes, location_upper_bound, to_json, Applied, CatalogRow,
+    IdempotencyRecord, Mutation, ObjectWrite, StoreError, StoreResult, StoredObject, WriteBatch,
+    CATALOG_COLUMNS,
+};
+
+/// Applies the batch's rows, then its mutation; any error rolls all of it back.
+pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> {
+    if let Some(record) = &batch.idempotency {
+        record_idempotency(tx, record, batch.now_ms)?;
+    }
+    let now = batch.now_ms;
+    match &batch.mutation {
+        Mutation::None => {}
+        Mutation::CreateCatalog(record) => create_catalog(tx, record)?,
+        Mutation::UpdateCatalog {
+            expected_version,
+            record,
+        } => update_catalog(tx, *expected_version, record)?,
+        Mutation::DropCatalog { catalog, name } => drop_catalog(tx, *catalog, name)?,
+        Mutation::CreateNamespace {
+            catalog,
+            namespace,
+            properties,
+        } => create_namespace(tx, *catalog, namespace, properties)?,
+        Mutation::UpdateNamespace {
+            catalog,
+            namespace,
+            expected,
+            properties,
+        } => update_namespace(tx, *catalog, namespace, expected, properties)?,
+        Mutation::DropNamespace { catalog, namespace } => drop_namespace(tx, *catalog, namespace)?,
+        Mutation::CommitObjects { catalog, writes } => {
+            for write in writes {
+                commit_object(tx, *catalog, write)?;
+            }
+        }
+        Mutation::DropObject {
+            catalog,
+            kind,
+            ident,
+        } => return drop_object(tx, *catalog, *kind, ident).map(Applied::Dropped),
+        Mutation::RenameObject {
+            catalog,
+            kind,
+            from,
+            to,
+        } => rename_object(tx, *catalog, *kind, from, to)?,
+        Mutation::RecordMetrics {
+            catalog,
+            ident,
+            report,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO metrics_reports (catalog_id, namespace, name, report, received_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .and_then(|mut s| s.execute(params![catalog.0, ident.namespace.key(), ident.name, report, now]))
+            .map_err(internal)?;
+        }
+    }
+    Ok(Applied::Done)
+}
+
+/// Inserts the key, or takes over an expired record of it; a live one refuses the batch.
+fn record_idempotency(tx: &Transaction, record: &IdempotencyRecord, now: i64) -> StoreResult<()> {
+    let taken = tx
+        .prepare_cached(
+            "INSERT INTO idempotency_keys (key, fingerprint, outcome, expires_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint,
+                 outcome = excluded.outcome, expires_ms = excluded.expires_ms
+             WHERE idempotency_keys.expires_ms < ?5",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                record.key,
+                record.fingerprint,
+                record.outcome,
+                record.expires_ms,
+                now
+            ])
+        })
+        .map_err(internal)?;
+    if taken == 0 {
+        return Err(StoreError::IdempotencyKeyUsed);
+    }
+    Ok(())
+}
+
+fn create_catalog(tx: &Transaction, c: &CatalogRecord) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO catalogs (id, name, properties, storage_config, created_ms, updated_ms, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![c.id.0, c.name, to_json(&c.properties)?, to_json(&c.storage_config)?, c.created_ms, c.updated_ms, c.version],
+    )
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::CatalogExists(c.name.clone())
+        } else {
+            internal(e)
+        }
+    })?;
+    Ok(())
+}
+
+fn update_catalog(tx: &Transaction, expected_version: i64, c: &CatalogRecord) -> StoreResult<()> {
+    let updated = tx
+        .execute(
+            "UPDATE catalogs SET properties = ?2, storage_config = ?3, updated_ms = ?4, version = ?5
+             WHERE id = ?1 AND version = ?6",
+            params![
+                c.id.0,
+                to_json(&c.properties)?,
+                to_json(&c.storage_config)?,
+                c.updated_ms,
+                c.version,
+                expected_version
+            ],
+        )
+        .map_err(internal)?;
+    if updated == 0 {
+        return Err(match catalog_by_id(tx, c.id)? {
+            Some(_) => StoreError::Conflict,
+            None => StoreError::CatalogMissing(c.name.clone()),
+        });
+    }
+    Ok(())
+}
+
+fn catalog_by_id(conn: &Connection, id: CatalogId) -> StoreResult<Option<CatalogRecord>> {
+    conn.query_row(
+        &format!("SELECT {CATALOG_COLUMNS} FROM catalogs WHERE id = ?1"),
+        [id.0],
+        catalog_from_row,
+    )
+    .optional()
+    .map_err(internal)?
+    .map(CatalogRow::into_record)
+    .transpose()
+}
+
+fn drop_catalog(tx: &Transaction, id: CatalogId, name: &str) -> StoreResult<()> {
+    let has_children = tx
+        .prepare_cached("SELECT 1 FROM namespaces WHERE catalog_id = ?1 LIMIT 1")
+        .and_then(|mut s| s.exists([id.0]))
+        .map_err(internal)?;
+    if has_children {
+        return Err(StoreError::CatalogNotEmpty(name.to_string()));
+    }
+    tx.execute("DELETE FROM metrics_reports WHERE catalog_id = ?1", [id.0])
+        .map_err(internal)?;
+    if tx
+        .execute("DELETE FROM catalogs WHERE id = ?1", [id.0])
+        .map_err(internal)?
+        == 0
+    {
+        return Err(StoreError::CatalogMissing(name.to_string()));
+    }
+    Ok(())
+}
+
+fn create_namespace(
+    tx: &Transaction,
+    id: CatalogId,
+    namespace: &Namespace,
+    properties: &Properties,
+) -> StoreResult<()> {
+    require_catalog(tx, id)?;
+    require_namespace(tx, id, &namespace.parent())?;
+    tx.prepare_cached(
+        "INSERT INTO namespaces (catalog_id, path, parent, name, properties) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .and_then(|mut s| {
+        s.execute(params![
+            id.0,
+            namespace.key(),
+            namespace.parent().key(),
+            namespace.last(),
+            to_json(properties).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?
+        ])
+    })
+    .map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::NamespaceExists(namespace.clone())
+        } else {
+            internal(e)
+        }
+    })?;
+    Ok(())
+}
+
+/// The embedded store has no row for a catalog's root namespace, so a create under a
+/// catalog dropped meanwhile must be refused by hand.
+fn require_catalog(tx: &Transaction, id: CatalogId) -> StoreResult<()> {
+    let exists = tx
+        .prepare_cached("SELECT 1 FROM catalogs WHERE id = ?1")
+        .and_then(|mut s| s.exists([id.0]))
+        .map_err(internal)?;
+    if exists {
+        Ok(())
+    } else {
+        Err(StoreError::CatalogMissing(format!("with id {}", id.0)))
+    }
+}
+
+fn update_namespace(
+    tx: &Transaction,
+    id: CatalogId,
+    namespace: &Namespace,
+    expected: &Properties,
+    properties: &Properties,
+) -> StoreResult<()> {
+    let updated = tx
+        .execute(
+            "UPDATE namespaces SET properties = ?4 WHERE catalog_id = ?1 AND path = ?2 AND properties = ?3",
+            params![id.0, namespace.key(), to_json(expected)?, to_json(properties)?],
+        )
+        .map_err(internal)?;
+    if updated == 0 {
+        require_namespace(tx, id, namespace)?;
+        return Err(StoreError::Conflict);
+    }
+    Ok(())
+}
+
+fn drop_namespace(tx: &Transaction, id: CatalogId, namespace: &Namespace) -> StoreResult<()> {
+    require_namespace(tx, id, namespace)?;
+    let key = namespace.key();
+    let has_namespaces = tx
+        .prepare_cached("SELECT 1 FROM namespaces WHERE catalog_id = ?1 AND parent = ?2 LIMIT 1")
+        .and_then(|mut s| s.exists(params![id.0, key]))
+        .map_err(internal)?;
+    let has_objects = tx
+        .prepare_cached("SELECT 1 FROM objects WHERE catalog_id = ?1 AND namespace = ?2 LIMIT 1")
+        .and_then(|mut s| s.exists(params![id.0, key]))
+        .map_err(internal)?;
+    if has_namespaces || has_objects {
+        return Err(StoreError::NamespaceNotEmpty(namespace.clone()));
+    }
+    tx.execute(
+        "DELETE FROM namespaces WHERE catalog_id = ?1 AND path = ?2",
+        params![id.0, key],
+    )
+    .map_err(internal)?;
+    Ok(())
+}
+
+/// The current pointer of a table or view, by catalog id.
+pub(super) fn object_at(
+    conn: &Connection,
+    id: CatalogId,
+    ident: &Ident,
+) -> StoreResult<Option<StoredObject>> {
+    let row: Option<(String, String, String)> = conn
+        .prepare_cached(
+            "SELECT kind, metadata_location, metadata FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![id.0, ident.namespace.key(), ident.name], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()
+        })
+        .map_err(internal)?;
+    row.map(|(kind, location, metadata)| stored_object(kind, location, metadata))
+        .transpose()
+}
+
+fn object_kind_at(
+    conn: &Connection,
+    id: CatalogId,
+    ident: &Ident,
+) -> StoreResult<Option<ObjectKind>> {
+    let kind: Option<String> = conn
+        .prepare_cached(
+            "SELECT kind FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![id.0, ident.namespace.key(), ident.name], |r| {
+                r.get(0)
+            })
+            .optional()
+        })
+        .map_err(internal)?;
+    Ok(kind.and_then(|k| ObjectKind::parse(&k)))
+}
+
+fn commit_object(tx: &Transaction, id: CatalogId, w: &ObjectWrite) -> StoreResult<()> {
+    let ns = w.ident.namespace.key();
+    match &w.expected_metadata_location {
+        None => {
+            require_namespace(tx, id, &w.ident.namespace)?;
+            if let Some(existing) = object_kind_at(tx, id, &w.ident)? {
+                return Err(exists_error(w.kind, existing, &w.ident));
+            }
+            tx.prepare_cached(
+                "INSERT INTO objects (catalog_id, namespace, name, kind, metadata_location, metadata, location) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .and_then(|mut s| {
+                s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), w.metadata_location, w.metadata, w.location])
+            })
+            .map_err(internal)?;
+        }
+        Some(expected) => {
+            let updated = tx
+                .prepare_cached(
+                    "UPDATE objects SET metadata_location = ?6, metadata = ?7, location = ?8
+                     WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4 AND metadata_location = ?5",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), expected, w.metadata_location, w.metadata, w.location])
+                })
+                .map_err(internal)?;
+            if updated == 0 {
+                return Err(match object_kind_at(tx, id, &w.ident)? {
+                    Some(kind) if kind == w.kind => StoreError::Conflict,
+                    _ => StoreError::ObjectMissing {
+                        kind: w.kind,
+                        ident: w.ident.clone(),
+                    },
+                });
+            }
+        }
+    }
+    if w.check_location {
+        if let Some(other) = overlapping_object(tx, id, &w.location, &w.ident)? {
+            return Err(StoreError::LocationOverlap {
+                location: w.location.clone(),
+                other,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The table or view whose location contains `location`, or lies inside it, if any
+/// (other than `ident` itself). Both lookups are index range scans: O(depth · log n), not
+/// a scan of every sibling.
+fn overlapping_object(
+    conn: &Connection,
+    id: CatalogId,
+    location: &str,
+    ident: &Ident,
+) -> StoreResult<Option<Ident>> {
+    let not_self = "NOT (catalog_id = ?4 AND namespace = ?2 AND name = ?3)";
+    let mut ancestor = conn
+        .prepare_cached(&format!(
+            "SELECT namespace, name FROM objects WHERE location = ?1 AND {not_self} LIMIT 1"
+        ))
+        .map_err(internal)?;
+    let ns_key = ident.namespace.key();
+    let to_ident = |(ns, name): (String, String)| Ident {
+        namespace: Namespace::from_key(&ns),
+        name,
+    };
+    for candidate in location_prefixes(location) {
+        let hit: Option<(String, String)> = ancestor
+            .query_row(params![candidate, ns_key, ident.name, id.0], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+            .map_err(internal)?;
+        if let Some(hit) = hit {
+            return Ok(Some(to_ident(hit)));
+        }
+    }
+    let hit: Option<(String, String)> = conn
+        .prepare_cached(&format!(
+            "SELECT namespace, name FROM objects WHERE location >= ?1 AND location < ?5 AND {not_self} LIMIT 1"
+        ))
+        .and_then(|mut s| {
+            s.query_row(
+                params![location, ns_key, ident.name, id.0, location_upper_bound(location)],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+        })
+        .map_err(internal)?;
+    Ok(hit.map(to_ident))
+}
+
+fn drop_object(
+    tx: &Transaction,
+    id: CatalogId,
+    kind: ObjectKind,
+    ident: &Ident,
+) -> StoreResult<StoredObject> {
+    let row: Option<(String, String)> = tx
+        .query_row(
+            "DELETE FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4
+             RETURNING metadata_location, metadata",
+            params![id.0, ident.namespace.key(), ident.name, kind.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(internal)?;
+    let (metadata_location, metadata) = row.ok_or_else(|| StoreError::ObjectMissing {
+        kind,
+        ident: ident.clone(),
+    })?;
+    Ok(StoredObject {
+        kind,
+        metadata_location,
+        metadata,
+    })
+}
+
+fn rename_object(
+    tx: &Transaction,
+    id: CatalogId,
+    kind: ObjectKind,
+    from: &Ident,
+    to: &Ident,
+) -> StoreResult<()> {
+    if object_kind_at(tx, id, from)? != Some(kind) {
+        return Err(StoreError::ObjectMissing {
+            kind,
+            ident: from.clone(),
+        });
+    }
+    require_namespace(tx, id, &to.namespace)?;
+    if let Some(existing) = object_kind_at(tx, id, to)? {
+        return Err(StoreError::RenameTargetExists {
+            kind,
+            existing,
+            from: from.clone(),
+            to: to.clone(),
+        });
+    }
+    tx.execute(
+        "UPDATE objects SET namespace = ?4, name = ?5 WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3",
+        params![id.0, from.namespace.key(), from.name, to.namespace.key(), to.name],
+    )
+    .map_err(internal)?;
+    Ok(())
+}
