@@ -264,8 +264,9 @@ if [[ " ${FLOE_TEST_STORES:-embedded postgres} " == *" postgres "* ]]; then
   if ((!build_ok)); then
     skip_step "PostgreSQL tests" "no server binary"
   elif run_step "start a throwaway PostgreSQL cluster" start_postgres; then
-    run_step "HTTP tests on PostgreSQL" \
-      cargo test --release "${locked[@]}" --test http_api --test http_errors || true
+    run_step "store contract and HTTP tests on PostgreSQL" \
+      cargo test --release "${locked[@]}" --test store_contract --test http_api \
+      --test http_errors --test http_idempotency || true
     run_step "Iceberg REST Compatibility Kit on PostgreSQL" "$ROOT/tests/rck/run.sh" || true
     if [[ "${SKIP_E2E:-0}" == 1 ]] || ((!venv_ok)); then
       skip_step "pytest on PostgreSQL" "SKIP_E2E=1 or no venv"

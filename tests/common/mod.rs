@@ -167,6 +167,26 @@ impl Server {
         self.send(format!("POST {path} {shown}"), request).await
     }
 
+    /// Any request with a JSON body and extra headers.
+    pub async fn call_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let mut request = self.client.request(method.clone(), self.url(path));
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let shown = body.map(Value::to_string).unwrap_or_default();
+        self.send(format!("{method} {path} {shown} {headers:?}"), request)
+            .await
+    }
+
     /// GET with extra headers.
     pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Resp {
         let mut request = self.client.get(self.url(path));

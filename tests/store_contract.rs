@@ -1,0 +1,768 @@
+//! The contract every `Store` backend keeps, run against each of them: the embedded
+//! store always, PostgreSQL when `FLOE_TEST_DATABASE_URL` is set (as `scripts/test-all.sh`
+//! does; each test gets a fresh schema). A new backend passes this suite before it is
+//! wired in.
+//!
+//! Each case is an `async fn(Arc<dyn Store>)`; `contract!` makes one test per backend.
+
+mod common;
+
+use std::sync::Arc;
+
+use floe::model::{now_ms, CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use floe::store::postgres::PostgresStore;
+use floe::store::sqlite::SqliteStore;
+use floe::store::{
+    Applied, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, Store, StoreError, WriteBatch,
+};
+
+/// A store of each kind; the temporary directory lives as long as the store is used.
+struct Backend {
+    store: Arc<dyn Store>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn sqlite() -> Backend {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("catalog.db")).unwrap();
+    Backend {
+        store: Arc::new(store),
+        _dir: Some(dir),
+    }
+}
+
+async fn postgres() -> Option<Backend> {
+    let settings = common::postgres_for_test().await?;
+    let store = PostgresStore::open(&settings).await.unwrap();
+    Some(Backend {
+        store: Arc::new(store),
+        _dir: None,
+    })
+}
+
+/// One test per backend for each case. Without `FLOE_TEST_DATABASE_URL` the PostgreSQL
+/// test says it did not run (the test command runs this file again with it set).
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        $(mod $case {
+            #[tokio::test]
+            async fn sqlite() {
+                let backend = super::sqlite();
+                super::$case(backend.store.clone()).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                match super::postgres().await {
+                    Some(backend) => super::$case(backend.store.clone()).await,
+                    None => eprintln!("FLOE_TEST_DATABASE_URL not set: PostgreSQL not tested"),
+                }
+            }
+        })*
+    };
+}
+
+contract!(
+    compare_and_swap_wins_then_conflicts,
+    create_over_an_existing_name_fails,
+    commit_on_a_missing_object_or_the_wrong_kind_fails,
+    multi_object_writes_are_all_or_nothing,
+    locations_may_not_overlap,
+    lock_then_commit,
+    lists_page_in_name_order,
+    non_empty_namespaces_and_catalogs_cannot_be_dropped,
+    namespaces_need_their_parent,
+    renames_check_both_names,
+    drops_return_the_pointer,
+    namespace_and_catalog_updates_compare_and_swap,
+    idempotency_keys_commit_with_the_change,
+    reads_tell_a_missing_catalog,
+);
+
+// ---------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------
+
+const WAREHOUSE: &str = "file:///wh/";
+
+fn ns(levels: &[&str]) -> Namespace {
+    Namespace::new(levels.iter().map(|s| s.to_string()).collect()).unwrap()
+}
+
+fn ident(namespace: &[&str], name: &str) -> Ident {
+    Ident::new(ns(namespace), name.to_string()).unwrap()
+}
+
+fn batch(mutation: Mutation) -> WriteBatch {
+    WriteBatch::new(mutation, now_ms())
+}
+
+/// A catalog named `name` with a namespace `db`.
+async fn catalog_with_db(store: &Arc<dyn Store>, name: &str) -> CatalogRecord {
+    let record = CatalogRecord {
+        id: CatalogId(rand_id()),
+        name: name.to_string(),
+        properties: Properties::from([("default-base-location".into(), WAREHOUSE.into())]),
+        storage_config: serde_json::json!({"storageType": "FILE"}),
+        created_ms: now_ms(),
+        updated_ms: now_ms(),
+        version: 1,
+    };
+    store
+        .write(batch(Mutation::CreateCatalog(record.clone())))
+        .await
+        .unwrap();
+    create_namespace(store, record.id, &["db"]).await.unwrap();
+    record
+}
+
+fn rand_id() -> i64 {
+    (uuid::Uuid::new_v4().as_u128() >> 65) as i64 + 1
+}
+
+async fn create_namespace(
+    store: &Arc<dyn Store>,
+    catalog: CatalogId,
+    levels: &[&str],
+) -> Result<Applied, StoreError> {
+    store
+        .write(batch(Mutation::CreateNamespace {
+            catalog,
+            namespace: ns(levels),
+            properties: Properties::new(),
+        }))
+        .await
+}
+
+/// A first write (create) of a table or view at `file:///wh/<location>/`.
+fn create(kind: ObjectKind, ident: &Ident, location: &str) -> ObjectWrite {
+    ObjectWrite {
+        ident: ident.clone(),
+        kind,
+        expected_metadata_location: None,
+        metadata_location: format!("{WAREHOUSE}{location}/metadata/00000.json"),
+        metadata: format!("{{\"v\":0,\"name\":\"{}\"}}", ident.name),
+        location: format!("{WAREHOUSE}{location}/"),
+        check_location: true,
+    }
+}
+
+/// A compare-and-swap from `expected` to version `version` of the same object.
+fn update(previous: &ObjectWrite, expected: &str, version: u32) -> ObjectWrite {
+    ObjectWrite {
+        expected_metadata_location: Some(expected.to_string()),
+        metadata_location: format!("{}metadata/{version:05}.json", previous.location),
+        metadata: format!("{{\"v\":{version}}}"),
+        check_location: false,
+        ..previous.clone()
+    }
+}
+
+async fn commit(
+    store: &Arc<dyn Store>,
+    catalog: CatalogId,
+    writes: Vec<ObjectWrite>,
+) -> Result<Applied, StoreError> {
+    store
+        .write(batch(Mutation::CommitObjects { catalog, writes }))
+        .await
+}
+
+async fn pointer(store: &Arc<dyn Store>, catalog: &str, ident: &Ident) -> Option<String> {
+    store
+        .load_object(catalog, ident)
+        .await
+        .unwrap()
+        .map(|o| o.metadata_location)
+}
+
+// ---------------------------------------------------------------------------------
+// Cases
+// ---------------------------------------------------------------------------------
+
+async fn compare_and_swap_wins_then_conflicts(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    let second = update(&first, &first.metadata_location, 1);
+    commit(&store, c.id, vec![second.clone()]).await.unwrap();
+    // A writer that read the first version loses, and changes nothing.
+    let stale = update(&first, &first.metadata_location, 2);
+    assert!(matches!(
+        commit(&store, c.id, vec![stale]).await,
+        Err(StoreError::Conflict)
+    ));
+    let loaded = store.load_object("c", &t).await.unwrap().unwrap();
+    assert_eq!(loaded.metadata_location, second.metadata_location);
+    assert_eq!(loaded.metadata, second.metadata);
+    assert_eq!(loaded.kind, ObjectKind::Table);
+}
+
+async fn create_over_an_existing_name_fails(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    for (kind, location) in [(ObjectKind::Table, "t2"), (ObjectKind::View, "v2")] {
+        match commit(&store, c.id, vec![create(kind, &t, location)]).await {
+            Err(StoreError::ObjectExists {
+                wanted,
+                existing: ObjectKind::Table,
+                ident,
+            }) => {
+                assert_eq!(wanted, kind);
+                assert_eq!(ident, t);
+            }
+            other => panic!("expected ObjectExists, got {other:?}"),
+        }
+    }
+    assert_eq!(
+        pointer(&store, "c", &t).await.as_deref(),
+        Some(first.metadata_location.as_str())
+    );
+}
+
+async fn commit_on_a_missing_object_or_the_wrong_kind_fails(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let table = create(ObjectKind::Table, &t, "t");
+    let missing = update(
+        &create(ObjectKind::Table, &ident(&["db"], "none"), "none"),
+        "file:///wh/none/metadata/00000.json",
+        1,
+    );
+    assert!(matches!(
+        commit(&store, c.id, vec![missing]).await,
+        Err(StoreError::ObjectMissing {
+            kind: ObjectKind::Table,
+            ..
+        })
+    ));
+    commit(&store, c.id, vec![table.clone()]).await.unwrap();
+    let as_view = ObjectWrite {
+        kind: ObjectKind::View,
+        ..update(&table, &table.metadata_location, 1)
+    };
+    assert!(matches!(
+        commit(&store, c.id, vec![as_view]).await,
+        Err(StoreError::ObjectMissing {
+            kind: ObjectKind::View,
+            ..
+        })
+    ));
+    // A create in a namespace that does not exist.
+    let orphan = create(ObjectKind::Table, &ident(&["nope"], "t"), "orphan");
+    assert!(matches!(
+        commit(&store, c.id, vec![orphan]).await,
+        Err(StoreError::NamespaceMissing(_))
+    ));
+}
+
+async fn multi_object_writes_are_all_or_nothing(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let (a, b) = (ident(&["db"], "a"), ident(&["db"], "b"));
+    let b_first = create(ObjectKind::Table, &b, "b");
+    commit(&store, c.id, vec![b_first.clone()]).await.unwrap();
+    // One good write (create a, advance b) and one stale one (b again): nothing applies.
+    let a_first = create(ObjectKind::Table, &a, "a");
+    let b_next = update(&b_first, &b_first.metadata_location, 1);
+    let b_stale = update(&b_first, "file:///wh/b/metadata/99999.json", 2);
+    let c2 = ident(&["db"], "c2");
+    let b_moved = ObjectWrite {
+        ident: c2.clone(),
+        ..b_stale
+    };
+    let result = commit(&store, c.id, vec![a_first.clone(), b_next, b_moved]).await;
+    assert!(result.is_err(), "{result:?}");
+    assert_eq!(pointer(&store, "c", &a).await, None);
+    assert_eq!(
+        pointer(&store, "c", &b).await.as_deref(),
+        Some(b_first.metadata_location.as_str())
+    );
+    assert_eq!(pointer(&store, "c", &c2).await, None);
+    // The same batch without the bad write applies whole.
+    let b_next = update(&b_first, &b_first.metadata_location, 1);
+    commit(&store, c.id, vec![a_first.clone(), b_next.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        pointer(&store, "c", &b).await.as_deref(),
+        Some(b_next.metadata_location.as_str())
+    );
+    assert!(pointer(&store, "c", &a).await.is_some());
+}
+
+async fn locations_may_not_overlap(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    commit(&store, c.id, vec![create(ObjectKind::Table, &t, "a/t")])
+        .await
+        .unwrap();
+    // Inside the table's location, and containing it: both refused.
+    for (name, location) in [("inside", "a/t/x"), ("outside", "a")] {
+        match commit(
+            &store,
+            c.id,
+            vec![create(ObjectKind::View, &ident(&["db"], name), location)],
+        )
+        .await
+        {
+            Err(StoreError::LocationOverlap { other, .. }) => assert_eq!(other, t),
+            other => panic!("{location}: expected LocationOverlap, got {other:?}"),
+        }
+        assert_eq!(pointer(&store, "c", &ident(&["db"], name)).await, None);
+    }
+    // A sibling whose name merely starts with the same letters is fine.
+    commit(
+        &store,
+        c.id,
+        vec![create(
+            ObjectKind::Table,
+            &ident(&["db"], "sibling"),
+            "a/t2",
+        )],
+    )
+    .await
+    .unwrap();
+}
+
+async fn lock_then_commit(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let (t, new) = (ident(&["db"], "t"), ident(&["db"], "new"));
+    let first = create(ObjectKind::Table, &t, "t");
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    let locked = store
+        .lock_objects(c.id, &[t.clone(), new.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        locked.current()[0]
+            .as_ref()
+            .map(|o| o.metadata_location.clone()),
+        Some(first.metadata_location.clone())
+    );
+    assert!(locked.current()[1].is_none());
+    let next = update(&first, &first.metadata_location, 1);
+    let created = create(ObjectKind::Table, &new, "new");
+    locked
+        .write(batch(Mutation::CommitObjects {
+            catalog: c.id,
+            writes: vec![next.clone(), created],
+        }))
+        .await
+        .unwrap();
+    assert_eq!(
+        pointer(&store, "c", &t).await.as_deref(),
+        Some(next.metadata_location.as_str())
+    );
+    assert!(pointer(&store, "c", &new).await.is_some());
+    // A lock dropped without writing releases the objects and changes nothing.
+    let dropped = store.lock_objects(c.id, &[t.clone()]).await.unwrap();
+    drop(dropped);
+    let after = update(&next, &next.metadata_location, 2);
+    commit(&store, c.id, vec![after]).await.unwrap();
+}
+
+async fn lists_page_in_name_order(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    for name in ["n3", "n1", "n4", "n0", "n2"] {
+        create_namespace(&store, c.id, &["db", name]).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .list_namespaces(
+                "c",
+                &ns(&["db"]),
+                &PageRequest {
+                    after: after.clone(),
+                    limit: Some(2),
+                },
+            )
+            .await
+            .unwrap();
+        assert!(page.items.len() <= 2);
+        seen.extend(page.items.iter().map(|n| n.last().to_string()));
+        match page.next_after {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, ["n0", "n1", "n2", "n3", "n4"]);
+    let all = store
+        .list_namespaces("c", &Namespace::root(), &PageRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(all.items, vec![ns(&["db"])]);
+    assert!(all.next_after.is_none());
+    for name in ["b", "a", "c"] {
+        commit(
+            &store,
+            c.id,
+            vec![create(ObjectKind::Table, &ident(&["db"], name), name)],
+        )
+        .await
+        .unwrap();
+    }
+    commit(
+        &store,
+        c.id,
+        vec![create(ObjectKind::View, &ident(&["db"], "v"), "v")],
+    )
+    .await
+    .unwrap();
+    let page = store
+        .list_objects(
+            "c",
+            &ns(&["db"]),
+            ObjectKind::Table,
+            &PageRequest {
+                after: Some("a".into()),
+                limit: Some(1),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.items, ["b"]);
+    assert_eq!(page.next_after.as_deref(), Some("b"));
+    let views = store
+        .list_objects("c", &ns(&["db"]), ObjectKind::View, &PageRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(views.items, ["v"]);
+    assert!(matches!(
+        store
+            .list_objects(
+                "c",
+                &ns(&["none"]),
+                ObjectKind::Table,
+                &PageRequest::default()
+            )
+            .await,
+        Err(StoreError::NamespaceMissing(_))
+    ));
+}
+
+async fn non_empty_namespaces_and_catalogs_cannot_be_dropped(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let drop_ns = |levels: &'static [&'static str]| {
+        batch(Mutation::DropNamespace {
+            catalog: c.id,
+            namespace: ns(levels),
+        })
+    };
+    create_namespace(&store, c.id, &["db", "child"])
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.write(drop_ns(&["db"])).await,
+        Err(StoreError::NamespaceNotEmpty(_))
+    ));
+    store.write(drop_ns(&["db", "child"])).await.unwrap();
+    commit(
+        &store,
+        c.id,
+        vec![create(ObjectKind::View, &ident(&["db"], "v"), "v")],
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        store.write(drop_ns(&["db"])).await,
+        Err(StoreError::NamespaceNotEmpty(_))
+    ));
+    let drop_catalog = || {
+        batch(Mutation::DropCatalog {
+            catalog: c.id,
+            name: "c".into(),
+        })
+    };
+    assert!(matches!(
+        store.write(drop_catalog()).await,
+        Err(StoreError::CatalogNotEmpty(_))
+    ));
+    assert!(store
+        .get_namespace("c", &ns(&["db"]))
+        .await
+        .unwrap()
+        .is_some());
+    store
+        .write(batch(Mutation::DropObject {
+            catalog: c.id,
+            kind: ObjectKind::View,
+            ident: ident(&["db"], "v"),
+        }))
+        .await
+        .unwrap();
+    store.write(drop_ns(&["db"])).await.unwrap();
+    assert!(matches!(
+        store.write(drop_ns(&["db"])).await,
+        Err(StoreError::NamespaceMissing(_))
+    ));
+    store.write(drop_catalog()).await.unwrap();
+    assert!(store.get_catalog("c").await.unwrap().is_none());
+}
+
+async fn namespaces_need_their_parent(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    assert!(matches!(
+        create_namespace(&store, c.id, &["x", "y"]).await,
+        Err(StoreError::NamespaceMissing(_))
+    ));
+    assert!(matches!(
+        create_namespace(&store, c.id, &["db"]).await,
+        Err(StoreError::NamespaceExists(_))
+    ));
+    assert!(store
+        .get_namespace("c", &ns(&["x"]))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(matches!(
+        store
+            .write(batch(Mutation::CreateCatalog(CatalogRecord {
+                id: CatalogId(rand_id()),
+                ..c.clone()
+            })))
+            .await,
+        Err(StoreError::CatalogExists(_))
+    ));
+}
+
+async fn renames_check_both_names(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let (t, v) = (ident(&["db"], "t"), ident(&["db"], "v"));
+    commit(&store, c.id, vec![create(ObjectKind::Table, &t, "t")])
+        .await
+        .unwrap();
+    commit(&store, c.id, vec![create(ObjectKind::View, &v, "v")])
+        .await
+        .unwrap();
+    let rename = |kind, from: &Ident, to: &Ident| {
+        batch(Mutation::RenameObject {
+            catalog: c.id,
+            kind,
+            from: from.clone(),
+            to: to.clone(),
+        })
+    };
+    assert!(matches!(
+        store
+            .write(rename(ObjectKind::Table, &t, &ident(&["none"], "t")))
+            .await,
+        Err(StoreError::NamespaceMissing(_))
+    ));
+    assert!(matches!(
+        store.write(rename(ObjectKind::Table, &t, &v)).await,
+        Err(StoreError::RenameTargetExists {
+            existing: ObjectKind::View,
+            ..
+        })
+    ));
+    assert!(matches!(
+        store
+            .write(rename(ObjectKind::View, &t, &ident(&["db"], "x")))
+            .await,
+        Err(StoreError::ObjectMissing { .. })
+    ));
+    let moved = ident(&["db"], "moved");
+    store
+        .write(rename(ObjectKind::Table, &t, &moved))
+        .await
+        .unwrap();
+    assert_eq!(pointer(&store, "c", &t).await, None);
+    assert!(pointer(&store, "c", &moved).await.is_some());
+}
+
+async fn drops_return_the_pointer(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    let drop = |kind| {
+        batch(Mutation::DropObject {
+            catalog: c.id,
+            kind,
+            ident: t.clone(),
+        })
+    };
+    assert!(matches!(
+        store.write(drop(ObjectKind::View)).await,
+        Err(StoreError::ObjectMissing { .. })
+    ));
+    match store.write(drop(ObjectKind::Table)).await.unwrap() {
+        Applied::Dropped(object) => {
+            assert_eq!(object.metadata_location, first.metadata_location);
+            assert_eq!(object.metadata, first.metadata);
+        }
+        other => panic!("expected Dropped, got {other:?}"),
+    }
+    assert_eq!(pointer(&store, "c", &t).await, None);
+}
+
+async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let props = |pairs: &[(&str, &str)]| -> Properties {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let update = |expected: Properties, properties: Properties| {
+        batch(Mutation::UpdateNamespace {
+            catalog: c.id,
+            namespace: ns(&["db"]),
+            expected,
+            properties,
+        })
+    };
+    store
+        .write(update(Properties::new(), props(&[("a", "1")])))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store
+            .write(update(Properties::new(), props(&[("b", "2")])))
+            .await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(
+        store.get_namespace("c", &ns(&["db"])).await.unwrap(),
+        Some(props(&[("a", "1")]))
+    );
+    let missing = batch(Mutation::UpdateNamespace {
+        catalog: c.id,
+        namespace: ns(&["none"]),
+        expected: Properties::new(),
+        properties: Properties::new(),
+    });
+    assert!(matches!(
+        store.write(missing).await,
+        Err(StoreError::NamespaceMissing(_))
+    ));
+    let next = CatalogRecord {
+        version: 2,
+        properties: props(&[("x", "y")]),
+        ..c.clone()
+    };
+    let update_catalog = |expected_version| {
+        batch(Mutation::UpdateCatalog {
+            expected_version,
+            record: next.clone(),
+        })
+    };
+    store.write(update_catalog(1)).await.unwrap();
+    assert!(matches!(
+        store.write(update_catalog(1)).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(store.get_catalog("c").await.unwrap(), Some(next.clone()));
+}
+
+async fn idempotency_keys_commit_with_the_change(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let now = now_ms();
+    let record = |key: &str, outcome: &str, expires_ms| IdempotencyRecord {
+        key: key.into(),
+        fingerprint: "f".into(),
+        outcome: outcome.into(),
+        expires_ms,
+    };
+    let with_key = |mutation, record: IdempotencyRecord| WriteBatch {
+        idempotency: Some(record),
+        ..batch(mutation)
+    };
+    let create_ns = |name: &str| Mutation::CreateNamespace {
+        catalog: c.id,
+        namespace: ns(&[name]),
+        properties: Properties::new(),
+    };
+    store
+        .write(with_key(
+            create_ns("a"),
+            record("k1", "first", now + 60_000),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.idempotency_record("k1", now).await.unwrap(),
+        Some(record("k1", "first", now + 60_000))
+    );
+    // The key is taken: the second change is not applied.
+    assert!(matches!(
+        store
+            .write(with_key(
+                create_ns("b"),
+                record("k1", "second", now + 60_000)
+            ))
+            .await,
+        Err(StoreError::IdempotencyKeyUsed)
+    ));
+    assert!(store
+        .get_namespace("c", &ns(&["b"]))
+        .await
+        .unwrap()
+        .is_none());
+    // A failed change does not keep its key.
+    assert!(store
+        .write(with_key(create_ns("a"), record("k2", "dup", now + 60_000)))
+        .await
+        .is_err());
+    assert_eq!(store.idempotency_record("k2", now).await.unwrap(), None);
+    // An expired record counts as absent, may be taken over, and is purged.
+    store
+        .write(with_key(Mutation::None, record("old", "x", now - 1)))
+        .await
+        .unwrap();
+    assert_eq!(store.idempotency_record("old", now).await.unwrap(), None);
+    store
+        .write(with_key(Mutation::None, record("old", "y", now + 60_000)))
+        .await
+        .unwrap();
+    store
+        .write(with_key(Mutation::None, record("gone", "z", now - 1)))
+        .await
+        .unwrap();
+    assert_eq!(store.purge_expired_idempotency(now).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .idempotency_record("old", now)
+            .await
+            .unwrap()
+            .map(|r| r.outcome),
+        Some("y".into())
+    );
+}
+
+async fn reads_tell_a_missing_catalog(store: Arc<dyn Store>) {
+    catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    assert!(matches!(
+        store.load_object("none", &t).await,
+        Err(StoreError::CatalogMissing(_))
+    ));
+    assert!(matches!(
+        store.get_namespace("none", &ns(&["db"])).await,
+        Err(StoreError::CatalogMissing(_))
+    ));
+    assert!(matches!(
+        store
+            .list_namespaces("none", &Namespace::root(), &PageRequest::default())
+            .await,
+        Err(StoreError::CatalogMissing(_))
+    ));
+    assert!(matches!(
+        store
+            .list_objects(
+                "none",
+                &ns(&["db"]),
+                ObjectKind::Table,
+                &PageRequest::default()
+            )
+            .await,
+        Err(StoreError::CatalogMissing(_))
+    ));
+    assert_eq!(store.load_object("c", &t).await.unwrap(), None);
+    assert!(store.ping().await.is_ok());
+}
