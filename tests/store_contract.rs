@@ -358,7 +358,10 @@ async fn lock_then_commit(store: Arc<dyn Store>) {
     );
     assert!(pointer(&store, "c", &new).await.is_some());
     // A lock dropped without writing releases the objects and changes nothing.
-    let dropped = store.lock_objects(c.id, &[t.clone()]).await.unwrap();
+    let dropped = store
+        .lock_objects(c.id, std::slice::from_ref(&t))
+        .await
+        .unwrap();
     drop(dropped);
     let after = update(&next, &next.metadata_location, 2);
     commit(&store, c.id, vec![after]).await.unwrap();
