@@ -85,7 +85,8 @@ class Server:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def start_floe(database_url=None):
+def start_floe(database_url=None, log="warn", log_file=None):
+    """Starts `floe serve`; its log lines go to `log_file` (default: discarded)."""
     data = tempfile.mkdtemp(prefix="floe-bench-")
     port = free_port()
     store = []
@@ -95,8 +96,8 @@ def start_floe(database_url=None):
         store = ["--database-url", database_url.rsplit("/", 1)[0] + "/" + name]
     proc = subprocess.Popen(
         [str(ROOT / "target/release/floe"), "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", data,
-         "--log", "warn", *store],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+         "--log", log, *store],
+        stdout=subprocess.DEVNULL, stderr=log_file or subprocess.DEVNULL)
     wait_ready(f"http://127.0.0.1:{port}/healthz", proc)
     return Server("floe-pg" if database_url else "floe", f"http://127.0.0.1:{port}", proc, data)
 

@@ -71,11 +71,13 @@ fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<WorkerGuard> 
     let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(writer);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+    crate::http::access_log::set_json(matches!(format, LogFormat::Json));
     Ok(guard)
 }
 
@@ -115,6 +117,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         args.default_catalog,
     );
     server::run(listener, router, shutdown_signal()).await?;
+    crate::http::access_log::flush();
     tracing::info!("shut down cleanly");
     Ok(())
 }

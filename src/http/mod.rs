@@ -8,11 +8,13 @@
 //! - `context`: the `Ctx` extractor (the catalog's request context); `idempotency`:
 //!   the `Idempotency-Key` layer; `outcome`: rendering of catalog outcomes.
 //! - `error`: the single mapping of errors to statuses and Iceberg exception types.
+//! - `access_log`: the per-request log line, written off the request path.
 //!
 //! Authentication belongs in a layer here that turns a token into a `Principal` in the
 //! request's extensions (`Ctx` picks it up). Authorization does not: it needs the
 //! resources, so it happens at the catalog's entry points.
 
+pub mod access_log;
 mod config;
 pub mod context;
 pub mod error;
@@ -106,32 +108,27 @@ async fn method_not_allowed() -> ApiError {
 }
 
 /// Gives the request its id (echoed as `X-Request-Id`) and logs one line per request:
-/// method, path, status, latency, request id. The line is formatted here but written by
-/// a background thread (`cli::serve` installs a non-blocking writer), so a slow or
-/// contended stderr never holds up a request.
+/// method, path, status, latency, request id. The line is queued here and formatted and
+/// written by background threads (`access_log`), so logging never holds up a request.
 async fn log_request(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = RequestId::from_header(request.headers().get(REQUEST_ID));
     request.extensions_mut().insert(id.clone());
-    let logging = tracing::enabled!(target: "floe::request", tracing::Level::INFO);
-    let (method, path) = if logging {
-        (request.method().clone(), request.uri().path().to_string())
-    } else {
-        Default::default()
-    };
+    let logged =
+        access_log::enabled().then(|| (request.method().clone(), request.uri().path().to_string()));
     let mut response = next.run(request).await;
     if let Ok(value) = HeaderValue::from_str(&id.0) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
-    if logging {
-        tracing::info!(
-            target: "floe::request",
-            %method,
+    if let Some((method, path)) = logged {
+        access_log::log(access_log::Line {
+            at: std::time::SystemTime::now(),
+            method,
             path,
-            status = response.status().as_u16(),
-            micros = started.elapsed().as_micros() as u64,
-            request_id = %id.0,
-        );
+            status: response.status().as_u16(),
+            micros: started.elapsed().as_micros() as u64,
+            request_id: id.0,
+        });
     }
     response
 }
