@@ -16,6 +16,7 @@
 //!
 //! Dependencies run one way: http → catalog → store, storage → model.
 
+pub mod auth;
 pub mod bench;
 pub mod catalog;
 pub mod cli;

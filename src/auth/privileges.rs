@@ -1,0 +1,372 @@
+//! Privileges, with Apache Polaris's names and implications, and the pure decision: does
+//! a set of grants allow a privilege on a securable?
+//!
+//! A grant is a privilege on a securable (a catalog, a namespace, a table or a view); it
+//! covers that securable and everything under it (a grant on a namespace covers its
+//! child namespaces, tables and views). A privilege is also satisfied by the privileges
+//! that imply it: `TABLE_WRITE_DATA` implies `TABLE_READ_DATA`, `CATALOG_MANAGE_CONTENT`
+//! implies every namespace, table and view privilege, and so on (Polaris's
+//! `PolarisAuthorizerImpl` super-privilege table).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Ident, Namespace};
+
+macro_rules! privileges {
+    ($($name:ident),* $(,)?) => {
+        /// A privilege, spelled as Polaris spells it (`TABLE_READ_DATA`, ...).
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum Privilege { $($name),* }
+
+        impl Privilege {
+            pub const ALL: &'static [Privilege] = &[$(Privilege::$name),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(Privilege::$name => stringify!($name)),* }
+            }
+
+            pub fn parse(s: &str) -> Option<Privilege> {
+                match s { $(stringify!($name) => Some(Privilege::$name),)* _ => None }
+            }
+        }
+    };
+}
+
+privileges!(
+    CATALOG_MANAGE_ACCESS,
+    CATALOG_MANAGE_CONTENT,
+    CATALOG_MANAGE_METADATA,
+    CATALOG_READ_PROPERTIES,
+    CATALOG_WRITE_PROPERTIES,
+    NAMESPACE_CREATE,
+    TABLE_CREATE,
+    VIEW_CREATE,
+    NAMESPACE_DROP,
+    TABLE_DROP,
+    VIEW_DROP,
+    NAMESPACE_LIST,
+    TABLE_LIST,
+    VIEW_LIST,
+    NAMESPACE_READ_PROPERTIES,
+    TABLE_READ_PROPERTIES,
+    VIEW_READ_PROPERTIES,
+    NAMESPACE_WRITE_PROPERTIES,
+    TABLE_WRITE_PROPERTIES,
+    VIEW_WRITE_PROPERTIES,
+    TABLE_READ_DATA,
+    TABLE_WRITE_DATA,
+    NAMESPACE_FULL_METADATA,
+    TABLE_FULL_METADATA,
+    VIEW_FULL_METADATA,
+);
+
+use Privilege as P;
+
+impl Privilege {
+    /// The privileges that satisfy `self` when granted (itself included).
+    pub fn satisfied_by(self) -> &'static [Privilege] {
+        match self {
+            P::CATALOG_MANAGE_ACCESS => &[P::CATALOG_MANAGE_ACCESS],
+            P::CATALOG_MANAGE_CONTENT => &[P::CATALOG_MANAGE_CONTENT],
+            P::CATALOG_MANAGE_METADATA => &[P::CATALOG_MANAGE_METADATA, P::CATALOG_MANAGE_CONTENT],
+            P::CATALOG_READ_PROPERTIES => &[
+                P::CATALOG_READ_PROPERTIES,
+                P::CATALOG_WRITE_PROPERTIES,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::CATALOG_WRITE_PROPERTIES => &[
+                P::CATALOG_WRITE_PROPERTIES,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::NAMESPACE_CREATE | P::NAMESPACE_DROP | P::NAMESPACE_WRITE_PROPERTIES => match self {
+                P::NAMESPACE_CREATE => &[
+                    P::NAMESPACE_CREATE,
+                    P::NAMESPACE_FULL_METADATA,
+                    P::CATALOG_MANAGE_METADATA,
+                    P::CATALOG_MANAGE_CONTENT,
+                ],
+                P::NAMESPACE_DROP => &[
+                    P::NAMESPACE_DROP,
+                    P::NAMESPACE_FULL_METADATA,
+                    P::CATALOG_MANAGE_METADATA,
+                    P::CATALOG_MANAGE_CONTENT,
+                ],
+                _ => &[
+                    P::NAMESPACE_WRITE_PROPERTIES,
+                    P::NAMESPACE_FULL_METADATA,
+                    P::CATALOG_MANAGE_METADATA,
+                    P::CATALOG_MANAGE_CONTENT,
+                ],
+            },
+            P::NAMESPACE_LIST => &[
+                P::NAMESPACE_LIST,
+                P::NAMESPACE_CREATE,
+                P::NAMESPACE_READ_PROPERTIES,
+                P::NAMESPACE_WRITE_PROPERTIES,
+                P::NAMESPACE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::NAMESPACE_READ_PROPERTIES => &[
+                P::NAMESPACE_READ_PROPERTIES,
+                P::NAMESPACE_WRITE_PROPERTIES,
+                P::NAMESPACE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::NAMESPACE_FULL_METADATA => &[
+                P::NAMESPACE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_CREATE => &[
+                P::TABLE_CREATE,
+                P::TABLE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_DROP => &[
+                P::TABLE_DROP,
+                P::TABLE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_LIST => &[
+                P::TABLE_LIST,
+                P::TABLE_CREATE,
+                P::TABLE_READ_PROPERTIES,
+                P::TABLE_WRITE_PROPERTIES,
+                P::TABLE_READ_DATA,
+                P::TABLE_WRITE_DATA,
+                P::TABLE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_READ_PROPERTIES => &[
+                P::TABLE_READ_PROPERTIES,
+                P::TABLE_WRITE_PROPERTIES,
+                P::TABLE_READ_DATA,
+                P::TABLE_WRITE_DATA,
+                P::TABLE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_WRITE_PROPERTIES => &[
+                P::TABLE_WRITE_PROPERTIES,
+                P::TABLE_WRITE_DATA,
+                P::TABLE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_READ_DATA => &[
+                P::TABLE_READ_DATA,
+                P::TABLE_WRITE_DATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_WRITE_DATA => &[P::TABLE_WRITE_DATA, P::CATALOG_MANAGE_CONTENT],
+            P::TABLE_FULL_METADATA => &[
+                P::TABLE_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::VIEW_CREATE => &[
+                P::VIEW_CREATE,
+                P::VIEW_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::VIEW_DROP => &[
+                P::VIEW_DROP,
+                P::VIEW_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::VIEW_LIST => &[
+                P::VIEW_LIST,
+                P::VIEW_CREATE,
+                P::VIEW_READ_PROPERTIES,
+                P::VIEW_WRITE_PROPERTIES,
+                P::VIEW_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::VIEW_READ_PROPERTIES => &[
+                P::VIEW_READ_PROPERTIES,
+                P::VIEW_WRITE_PROPERTIES,
+                P::VIEW_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::VIEW_WRITE_PROPERTIES => &[
+                P::VIEW_WRITE_PROPERTIES,
+                P::VIEW_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::VIEW_FULL_METADATA => &[
+                P::VIEW_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+        }
+    }
+}
+
+/// What a grant is on, or what a request touches. Inside one catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Securable {
+    Catalog,
+    Namespace {
+        namespace: Vec<String>,
+    },
+    Table {
+        namespace: Vec<String>,
+        name: String,
+    },
+    View {
+        namespace: Vec<String>,
+        name: String,
+    },
+}
+
+impl Securable {
+    pub fn namespace(namespace: &Namespace) -> Self {
+        Securable::Namespace {
+            namespace: namespace.levels().to_vec(),
+        }
+    }
+
+    pub fn table(ident: &Ident) -> Self {
+        Securable::Table {
+            namespace: ident.namespace.levels().to_vec(),
+            name: ident.name.clone(),
+        }
+    }
+
+    pub fn view(ident: &Ident) -> Self {
+        Securable::View {
+            namespace: ident.namespace.levels().to_vec(),
+            name: ident.name.clone(),
+        }
+    }
+
+    /// Whether a grant on `self` covers `target`: the same securable, or one under it.
+    pub fn covers(&self, target: &Securable) -> bool {
+        match (self, target) {
+            (Securable::Catalog, _) => true,
+            (Securable::Namespace { namespace: granted }, Securable::Namespace { namespace })
+            | (Securable::Namespace { namespace: granted }, Securable::Table { namespace, .. })
+            | (Securable::Namespace { namespace: granted }, Securable::View { namespace, .. }) => {
+                namespace.starts_with(granted)
+            }
+            (a, b) => a == b,
+        }
+    }
+}
+
+/// A privilege granted on a securable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Grant {
+    pub securable: Securable,
+    pub privilege: Privilege,
+}
+
+/// Whether `grants` allow `privilege` on `target`.
+pub fn allows<'a>(
+    grants: impl IntoIterator<Item = &'a Grant>,
+    privilege: Privilege,
+    target: &Securable,
+) -> bool {
+    let satisfying = privilege.satisfied_by();
+    grants
+        .into_iter()
+        .any(|g| satisfying.contains(&g.privilege) && g.securable.covers(target))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(levels: &[&str]) -> Vec<String> {
+        levels.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn table(levels: &[&str], name: &str) -> Securable {
+        Securable::Table {
+            namespace: ns(levels),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for p in Privilege::ALL {
+            assert_eq!(Privilege::parse(p.as_str()), Some(*p));
+            assert!(p.satisfied_by().contains(p), "{p:?} satisfies itself");
+        }
+        assert_eq!(Privilege::parse("TABLE_EAT"), None);
+    }
+
+    #[test]
+    fn implications() {
+        let on = |privilege, securable| Grant {
+            privilege,
+            securable,
+        };
+        let write = [on(P::TABLE_WRITE_DATA, table(&["a"], "t"))];
+        assert!(allows(&write, P::TABLE_READ_DATA, &table(&["a"], "t")));
+        assert!(allows(
+            &write,
+            P::TABLE_READ_PROPERTIES,
+            &table(&["a"], "t")
+        ));
+        assert!(!allows(&write, P::TABLE_DROP, &table(&["a"], "t")));
+        let read = [on(P::TABLE_READ_DATA, table(&["a"], "t"))];
+        assert!(!allows(&read, P::TABLE_WRITE_DATA, &table(&["a"], "t")));
+        let content = [on(P::CATALOG_MANAGE_CONTENT, Securable::Catalog)];
+        for p in Privilege::ALL {
+            let expected = !matches!(p, P::CATALOG_MANAGE_ACCESS);
+            assert_eq!(allows(&content, *p, &table(&["x"], "y")), expected, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn a_namespace_grant_covers_what_is_under_it() {
+        let grants = [Grant {
+            privilege: P::TABLE_READ_DATA,
+            securable: Securable::Namespace {
+                namespace: ns(&["a", "b"]),
+            },
+        }];
+        assert!(allows(
+            &grants,
+            P::TABLE_READ_DATA,
+            &table(&["a", "b"], "t")
+        ));
+        assert!(allows(
+            &grants,
+            P::TABLE_READ_DATA,
+            &table(&["a", "b", "c"], "t")
+        ));
+        assert!(!allows(&grants, P::TABLE_READ_DATA, &table(&["a"], "t")));
+        assert!(!allows(
+            &grants,
+            P::TABLE_READ_DATA,
+            &table(&["a", "bc"], "t")
+        ));
+        // A table grant does not reach a view of the same name.
+        let on_table = [Grant {
+            privilege: P::VIEW_READ_PROPERTIES,
+            securable: table(&["a"], "t"),
+        }];
+        let view = Securable::View {
+            namespace: ns(&["a"]),
+            name: "t".into(),
+        };
+        assert!(!allows(&on_table, P::VIEW_READ_PROPERTIES, &view));
+    }
+}

@@ -1,0 +1,102 @@
+//! Client secrets: generated from the OS's random source (128 bits), stored only as
+//! salted SHA-256 hashes (the secrets are random, so a fast hash is enough; slow
+//! password hashes exist for guessable passwords), compared in constant time. A rotated
+//! secret keeps the previous one valid as the secondary.
+
+use base64::Engine;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// A fresh random value: `bytes` random bytes, hex.
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    rand::rng().fill_bytes(&mut buf);
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A new client id (64 bits, hex) and secret (128 bits, hex), as Polaris shapes them.
+pub fn new_credentials() -> (String, String) {
+    (random_hex(8), random_hex(16))
+}
+
+/// A new HMAC signing key (256 bits), base64.
+pub fn new_signing_key() -> String {
+    let mut buf = [0u8; 32];
+    rand::rng().fill_bytes(&mut buf);
+    base64::engine::general_purpose::STANDARD.encode(buf)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretHashes {
+    pub salt: String,
+    pub main: String,
+    /// The previous secret after a rotation, still accepted.
+    pub secondary: Option<String>,
+}
+
+fn hash(secret: &str, salt: &str) -> String {
+    let digest = Sha256::new()
+        .chain_update(secret.as_bytes())
+        .chain_update(b":")
+        .chain_update(salt.as_bytes())
+        .finalize();
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl SecretHashes {
+    pub fn new(secret: &str) -> Self {
+        let salt = random_hex(16);
+        SecretHashes {
+            main: hash(secret, &salt),
+            salt,
+            secondary: None,
+        }
+    }
+
+    /// Whether `secret` is the main or the secondary secret, in constant time.
+    pub fn matches(&self, secret: &str) -> bool {
+        let candidate = hash(secret, &self.salt);
+        let main: bool = candidate.as_bytes().ct_eq(self.main.as_bytes()).into();
+        let secondary: bool = self
+            .secondary
+            .as_ref()
+            .is_some_and(|s| candidate.as_bytes().ct_eq(s.as_bytes()).into());
+        main | secondary
+    }
+
+    /// A new main secret; the current main becomes the secondary.
+    pub fn rotate(&self, secret: &str) -> Self {
+        SecretHashes {
+            main: hash(secret, &self.salt),
+            salt: self.salt.clone(),
+            secondary: Some(self.main.clone()),
+        }
+    }
+
+    /// A new main secret; no secondary (the old one stops working at once).
+    pub fn reset(secret: &str) -> Self {
+        SecretHashes::new(secret)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_verify_and_rotate() {
+        let (id, secret) = new_credentials();
+        assert_eq!(id.len(), 16);
+        assert_eq!(secret.len(), 32);
+        let hashes = SecretHashes::new(&secret);
+        assert!(hashes.matches(&secret));
+        assert!(!hashes.matches("wrong"));
+        assert!(!hashes.main.contains(&secret));
+        let rotated = hashes.rotate("new");
+        assert!(rotated.matches("new") && rotated.matches(&secret));
+        let reset = SecretHashes::reset("newer");
+        assert!(reset.matches("newer") && !reset.matches("new"));
+    }
+}

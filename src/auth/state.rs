@@ -1,0 +1,275 @@
+//! Who may do what: principals (with hashed secrets), principal roles, catalog roles and
+//! their grants, and the token signing keys, as one versioned document.
+//!
+//! The whole model is small (principals and roles number in the hundreds), so it is kept
+//! as one JSON document that the store swaps by compare-and-swap on its version, through
+//! the same write seam as every other change. Every node caches the parsed document and
+//! re-reads it when the version moves, so decisions never wait for the store.
+//!
+//! Everything here is pure: the changes are functions from one document to the next,
+//! unit-tested below; `catalog::access` loads, changes and stores them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::privileges::{allows, Grant, Privilege, Securable};
+use super::secrets::SecretHashes;
+use crate::model::{CatalogId, Properties};
+
+/// The principal role that may do everything (Polaris's `service_admin`).
+pub const SERVICE_ADMIN: &str = "service_admin";
+/// The catalog role every catalog gets, granted to `service_admin`.
+pub const CATALOG_ADMIN: &str = "catalog_admin";
+/// The principal created on first start.
+pub const ROOT: &str = "root";
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SecurityState {
+    /// HMAC keys for the tokens Floe issues, newest first. A rotated-out key stays until
+    /// the tokens it signed have expired.
+    pub signing_keys: Vec<SigningKey>,
+    pub principals: BTreeMap<String, PrincipalRecord>,
+    pub principal_roles: BTreeMap<String, PrincipalRoleRecord>,
+    /// By catalog id, then role name.
+    pub catalog_roles: BTreeMap<i64, BTreeMap<String, CatalogRoleRecord>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SigningKey {
+    pub kid: String,
+    /// The HMAC secret, base64. Never leaves the store and the server's memory.
+    pub secret: String,
+    pub created_ms: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrincipalRecord {
+    pub name: String,
+    /// Random, unique: the `client_id` of OAuth2 client credentials.
+    pub client_id: String,
+    pub secret: SecretHashes,
+    pub properties: Properties,
+    pub principal_roles: BTreeSet<String>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub version: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrincipalRoleRecord {
+    pub name: String,
+    pub properties: Properties,
+    /// (catalog id, catalog role name).
+    pub catalog_roles: BTreeSet<(i64, String)>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub version: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogRoleRecord {
+    pub name: String,
+    pub properties: Properties,
+    pub grants: BTreeSet<Grant>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub version: i64,
+}
+
+/// What one request may do: resolved once from the token's principal and roles.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Access {
+    /// `service_admin` is active: everything is allowed.
+    pub service_admin: bool,
+    /// The grants of the active roles, by catalog.
+    pub grants: HashMap<CatalogId, Vec<Grant>>,
+}
+
+impl Access {
+    /// Whether `privilege` on `securable` of `catalog` is allowed.
+    pub fn allows(&self, catalog: CatalogId, privilege: Privilege, securable: &Securable) -> bool {
+        self.service_admin
+            || self
+                .grants
+                .get(&catalog)
+                .is_some_and(|grants| allows(grants, privilege, securable))
+    }
+
+    /// Whether anything at all is granted in `catalog` (lets a principal see it listed).
+    pub fn sees_catalog(&self, catalog: CatalogId) -> bool {
+        self.service_admin || self.grants.get(&catalog).is_some_and(|g| !g.is_empty())
+    }
+}
+
+impl SecurityState {
+    pub fn principal_by_client_id(&self, client_id: &str) -> Option<&PrincipalRecord> {
+        self.principals.values().find(|p| p.client_id == client_id)
+    }
+
+    /// The access of `principal` acting with `roles` (a subset of its principal roles;
+    /// roles it no longer holds are ignored, so a revoked role stops working at once).
+    pub fn access(&self, principal: &str, roles: &[String]) -> Access {
+        let Some(record) = self.principals.get(principal) else {
+            return Access::default();
+        };
+        let mut access = Access::default();
+        for role in roles.iter().filter(|r| record.principal_roles.contains(*r)) {
+            if role == SERVICE_ADMIN {
+                access.service_admin = true;
+            }
+            let Some(role) = self.principal_roles.get(role) else {
+                continue;
+            };
+            for (catalog, name) in &role.catalog_roles {
+                if let Some(catalog_role) =
+                    self.catalog_roles.get(catalog).and_then(|r| r.get(name))
+                {
+                    access
+                        .grants
+                        .entry(CatalogId(*catalog))
+                        .or_default()
+                        .extend(catalog_role.grants.iter().cloned());
+                }
+            }
+        }
+        access
+    }
+
+    /// Gives a new catalog its `catalog_admin` role (CATALOG_MANAGE_ACCESS and
+    /// CATALOG_MANAGE_METADATA on the catalog) and grants it to `service_admin`, as
+    /// Polaris does.
+    pub fn add_catalog(&mut self, catalog: CatalogId, now_ms: i64) {
+        let grants = [
+            Privilege::CATALOG_MANAGE_ACCESS,
+            Privilege::CATALOG_MANAGE_METADATA,
+        ]
+        .into_iter()
+        .map(|privilege| Grant {
+            securable: Securable::Catalog,
+            privilege,
+        })
+        .collect();
+        self.catalog_roles.entry(catalog.0).or_default().insert(
+            CATALOG_ADMIN.into(),
+            CatalogRoleRecord {
+                name: CATALOG_ADMIN.into(),
+                properties: Properties::new(),
+                grants,
+                created_ms: now_ms,
+                updated_ms: now_ms,
+                version: 1,
+            },
+        );
+        if let Some(admin) = self.principal_roles.get_mut(SERVICE_ADMIN) {
+            admin
+                .catalog_roles
+                .insert((catalog.0, CATALOG_ADMIN.into()));
+        }
+    }
+
+    /// Forgets a dropped catalog's roles and their assignments.
+    pub fn remove_catalog(&mut self, catalog: CatalogId) {
+        self.catalog_roles.remove(&catalog.0);
+        for role in self.principal_roles.values_mut() {
+            role.catalog_roles.retain(|(c, _)| *c != catalog.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> SecurityState {
+        let mut s = SecurityState::default();
+        s.principal_roles.insert(
+            SERVICE_ADMIN.into(),
+            PrincipalRoleRecord {
+                name: SERVICE_ADMIN.into(),
+                properties: Properties::new(),
+                catalog_roles: BTreeSet::new(),
+                created_ms: 0,
+                updated_ms: 0,
+                version: 1,
+            },
+        );
+        s.principal_roles.insert(
+            "readers".into(),
+            PrincipalRoleRecord {
+                name: "readers".into(),
+                properties: Properties::new(),
+                catalog_roles: BTreeSet::from([(7, "reader".to_string())]),
+                created_ms: 0,
+                updated_ms: 0,
+                version: 1,
+            },
+        );
+        s.catalog_roles.entry(7).or_default().insert(
+            "reader".into(),
+            CatalogRoleRecord {
+                name: "reader".into(),
+                properties: Properties::new(),
+                grants: BTreeSet::from([Grant {
+                    securable: Securable::Namespace {
+                        namespace: vec!["db".into()],
+                    },
+                    privilege: Privilege::TABLE_READ_DATA,
+                }]),
+                created_ms: 0,
+                updated_ms: 0,
+                version: 1,
+            },
+        );
+        s.principals.insert(
+            "alice".into(),
+            PrincipalRecord {
+                name: "alice".into(),
+                client_id: "c1".into(),
+                secret: SecretHashes::new("s"),
+                properties: Properties::new(),
+                principal_roles: BTreeSet::from(["readers".to_string()]),
+                created_ms: 0,
+                updated_ms: 0,
+                version: 1,
+            },
+        );
+        s
+    }
+
+    #[test]
+    fn access_follows_active_roles_only() {
+        let s = state();
+        let table = Securable::Table {
+            namespace: vec!["db".into()],
+            name: "t".into(),
+        };
+        let alice = s.access("alice", &["readers".into()]);
+        assert!(alice.allows(CatalogId(7), Privilege::TABLE_READ_DATA, &table));
+        assert!(!alice.allows(CatalogId(7), Privilege::TABLE_WRITE_DATA, &table));
+        assert!(!alice.allows(CatalogId(8), Privilege::TABLE_READ_DATA, &table));
+        // A role the principal does not hold (or no longer holds) gives nothing.
+        let claimed = s.access("alice", &[SERVICE_ADMIN.into()]);
+        assert!(!claimed.service_admin);
+        assert_eq!(s.access("mallory", &["readers".into()]), Access::default());
+    }
+
+    #[test]
+    fn new_catalogs_get_a_catalog_admin_for_service_admin() {
+        let mut s = state();
+        s.add_catalog(CatalogId(9), 1);
+        assert!(s.principal_roles[SERVICE_ADMIN]
+            .catalog_roles
+            .contains(&(9, CATALOG_ADMIN.to_string())));
+        s.remove_catalog(CatalogId(9));
+        assert!(!s.catalog_roles.contains_key(&9));
+        assert!(s.principal_roles[SERVICE_ADMIN].catalog_roles.is_empty());
+    }
+
+    #[test]
+    fn the_document_round_trips_as_json() {
+        let s = state();
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<SecurityState>(&json).unwrap(), s);
+    }
+}
