@@ -77,6 +77,7 @@ contract!(
     namespace_and_catalog_updates_compare_and_swap,
     idempotency_keys_commit_with_the_change,
     reads_tell_a_missing_catalog,
+    the_security_document_is_compare_and_swapped_with_the_change,
 );
 
 // ---------------------------------------------------------------------------------
@@ -768,4 +769,52 @@ async fn reads_tell_a_missing_catalog(store: Arc<dyn Store>) {
     ));
     assert_eq!(store.load_object("c", &t).await.unwrap(), None);
     assert!(store.ping().await.is_ok());
+}
+
+async fn the_security_document_is_compare_and_swapped_with_the_change(store: Arc<dyn Store>) {
+    let empty = store.security().await.unwrap();
+    assert_eq!((empty.version, empty.document.as_str()), (0, "{}"));
+    let with_security = |mutation, expected, document: &str| WriteBatch {
+        security: Some((expected, document.to_string())),
+        ..batch(mutation)
+    };
+    store
+        .write(with_security(Mutation::None, 0, "{\"v\":1}"))
+        .await
+        .unwrap();
+    assert_eq!(store.security_version().await.unwrap(), 1);
+    // A stale version, first write or later: refused, and the mutation with it.
+    let record = CatalogRecord {
+        id: CatalogId(rand_id()),
+        name: "sec".into(),
+        properties: Properties::new(),
+        storage_config: serde_json::json!({"storageType": "FILE"}),
+        created_ms: 0,
+        updated_ms: 0,
+        version: 1,
+    };
+    for stale in [0, 7] {
+        assert!(matches!(
+            store
+                .write(with_security(
+                    Mutation::CreateCatalog(record.clone()),
+                    stale,
+                    "{}"
+                ))
+                .await,
+            Err(StoreError::Conflict)
+        ));
+    }
+    assert!(store.get_catalog("sec").await.unwrap().is_none());
+    store
+        .write(with_security(
+            Mutation::CreateCatalog(record),
+            1,
+            "{\"v\":2}",
+        ))
+        .await
+        .unwrap();
+    let now = store.security().await.unwrap();
+    assert_eq!((now.version, now.document.as_str()), (2, "{\"v\":2}"));
+    assert!(store.get_catalog("sec").await.unwrap().is_some());
 }

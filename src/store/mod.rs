@@ -181,6 +181,15 @@ pub struct IdempotencyRecord {
     pub expires_ms: i64,
 }
 
+/// The security model (principals, roles, grants, signing keys) as one document,
+/// swapped by compare-and-swap on its version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecurityDocument {
+    /// 0 before the first write.
+    pub version: i64,
+    pub document: String,
+}
+
 /// One atomic write: a mutation and the rows that commit or roll back with it.
 #[derive(Debug, Clone)]
 pub struct WriteBatch {
@@ -190,6 +199,10 @@ pub struct WriteBatch {
     /// Written in the same transaction; `IdempotencyKeyUsed` (and nothing applied) if a
     /// live record holds the key.
     pub idempotency: Option<IdempotencyRecord>,
+    /// A new security document, replacing the one at `expected_version` (`Conflict` if
+    /// it moved): grants change with the entities they are about (a new catalog's
+    /// `catalog_admin` role commits with the catalog).
+    pub security: Option<(i64, String)>,
 }
 
 impl WriteBatch {
@@ -198,6 +211,7 @@ impl WriteBatch {
             mutation,
             now_ms,
             idempotency: None,
+            security: None,
         }
     }
 }
@@ -285,6 +299,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<IdempotencyRecord>>;
     /// Deletes idempotency records that expired before `now_ms`; returns how many.
     async fn purge_expired_idempotency(&self, now_ms: i64) -> StoreResult<u64>;
+
+    /// The current security document (version 0 and `{}` before the first write).
+    async fn security(&self) -> StoreResult<SecurityDocument>;
+    /// Only the version of the security document: a cheap check whether a cached copy
+    /// is still current.
+    async fn security_version(&self) -> StoreResult<i64>;
 }
 
 /// Columns of a catalog row, in the order both stores read them.

@@ -27,6 +27,7 @@ mod writes;
 use std::future::Future;
 use std::time::Duration;
 
+use crate::store::SecurityDocument;
 use anyhow::Context;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -620,5 +621,36 @@ impl Store for PostgresStore {
                 .await?)
         })
         .await
+    }
+
+    async fn security(&self) -> StoreResult<SecurityDocument> {
+        let row = self
+            .run(|client| async move {
+                Ok(client
+                    .query_typed_opt("SELECT version, document FROM security WHERE id = 1", &[])
+                    .await?)
+            })
+            .await?;
+        Ok(match row {
+            Some(row) => SecurityDocument {
+                version: row.get(0),
+                document: row.get(1),
+            },
+            None => SecurityDocument {
+                version: 0,
+                document: "{}".into(),
+            },
+        })
+    }
+
+    async fn security_version(&self) -> StoreResult<i64> {
+        let row = self
+            .run(|client| async move {
+                Ok(client
+                    .query_typed_opt("SELECT version FROM security WHERE id = 1", &[])
+                    .await?)
+            })
+            .await?;
+        Ok(row.map(|r| r.get(0)).unwrap_or(0))
     }
 }

@@ -56,4 +56,12 @@ CREATE TABLE idempotency_keys (
 );
 CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ms);
 "#,
+    // The security model (principals, roles, grants, signing keys): one versioned row.
+    r#"
+CREATE TABLE security (
+    id       INTEGER PRIMARY KEY CHECK (id = 1),
+    version  BIGINT NOT NULL,
+    document TEXT NOT NULL
+);
+"#,
 ];

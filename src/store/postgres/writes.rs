@@ -21,6 +21,9 @@ pub(super) async fn apply(q: &impl Queries, batch: &WriteBatch) -> Attempt<Appli
     if let Some(record) = &batch.idempotency {
         record_idempotency(q, record, batch.now_ms).await?;
     }
+    if let Some((expected, document)) = &batch.security {
+        replace_security(q, *expected, document).await?;
+    }
     match &batch.mutation {
         Mutation::None => {}
         Mutation::CreateCatalog(record) => create_catalog(q, record).await?,
@@ -103,6 +106,27 @@ async fn record_idempotency(q: &impl Queries, r: &IdempotencyRecord, now: i64) -
         .await?;
     if taken == 0 {
         return Err(StoreError::IdempotencyKeyUsed.into());
+    }
+    Ok(())
+}
+
+/// Swaps the security document if it is still at `expected` (0: none yet).
+async fn replace_security(q: &impl Queries, expected: i64, document: &str) -> Attempt<()> {
+    let swapped = if expected == 0 {
+        q.execute_all_typed(
+            "INSERT INTO security (id, version, document) VALUES (1, 1, $1) ON CONFLICT (id) DO NOTHING",
+            &[text(&document)],
+        )
+        .await?
+    } else {
+        q.execute_all_typed(
+            "UPDATE security SET version = version + 1, document = $2 WHERE id = 1 AND version = $1",
+            &[int8(&expected), text(&document)],
+        )
+        .await?
+    };
+    if swapped == 0 {
+        return Err(StoreError::Conflict.into());
     }
     Ok(())
 }

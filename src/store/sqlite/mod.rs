@@ -13,6 +13,7 @@ mod writes;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use crate::store::SecurityDocument;
 use anyhow::Context;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -81,6 +82,14 @@ CREATE TABLE idempotency_keys (
     expires_ms  INTEGER NOT NULL
 );
 CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_ms);
+"#,
+    // The security model (principals, roles, grants, signing keys): one versioned row.
+    r#"
+CREATE TABLE security (
+    id       INTEGER PRIMARY KEY CHECK (id = 1),
+    version  INTEGER NOT NULL,
+    document TEXT NOT NULL
+);
 "#,
 ];
 
@@ -451,5 +460,25 @@ impl Store for SqliteStore {
         })
         .await
         .map_err(|e| StoreError::Internal(e.into()))?
+    }
+
+    async fn security(&self) -> StoreResult<SecurityDocument> {
+        self.read(|conn| {
+            let row: Option<(i64, String)> = conn
+                .prepare_cached("SELECT version, document FROM security WHERE id = 1")
+                .and_then(|mut s| s.query_row([], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+                .map_err(internal)?;
+            let (version, document) = row.unwrap_or((0, "{}".into()));
+            Ok(SecurityDocument { version, document })
+        })
+    }
+
+    async fn security_version(&self) -> StoreResult<i64> {
+        self.read(|conn| {
+            conn.prepare_cached("SELECT version FROM security WHERE id = 1")
+                .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+                .map(|v| v.unwrap_or(0))
+                .map_err(internal)
+        })
     }
 }

@@ -17,6 +17,9 @@ pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied
     if let Some(record) = &batch.idempotency {
         record_idempotency(tx, record, batch.now_ms)?;
     }
+    if let Some((expected, document)) = &batch.security {
+        replace_security(tx, *expected, document)?;
+    }
     let now = batch.now_ms;
     match &batch.mutation {
         Mutation::None => {}
@@ -90,6 +93,26 @@ fn record_idempotency(tx: &Transaction, record: &IdempotencyRecord, now: i64) ->
         .map_err(internal)?;
     if taken == 0 {
         return Err(StoreError::IdempotencyKeyUsed);
+    }
+    Ok(())
+}
+
+/// Swaps the security document if it is still at `expected` (0: none yet).
+fn replace_security(tx: &Transaction, expected: i64, document: &str) -> StoreResult<()> {
+    let swapped = if expected == 0 {
+        tx.execute(
+            "INSERT INTO security (id, version, document) VALUES (1, 1, ?1) ON CONFLICT (id) DO NOTHING",
+            [document],
+        )
+    } else {
+        tx.execute(
+            "UPDATE security SET version = version + 1, document = ?2 WHERE id = 1 AND version = ?1",
+            params![expected, document],
+        )
+    }
+    .map_err(internal)?;
+    if swapped == 0 {
+        return Err(StoreError::Conflict);
     }
     Ok(())
 }
