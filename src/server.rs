@@ -10,6 +10,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::catalog::{Catalog, CatalogSettings};
+use crate::http::auth::{AuthMode, AuthSettings};
 use crate::http::{self, AppState, HttpSettings};
 use crate::store::postgres::{PostgresSettings, PostgresStore};
 use crate::store::sqlite::SqliteStore;
@@ -29,6 +30,9 @@ pub struct ServerConfig {
     pub postgres: Option<PostgresSettings>,
     /// How long clients may retry with one `Idempotency-Key`.
     pub idempotency_lifetime: Duration,
+    pub auth: AuthSettings,
+    /// The `root` principal's client id and secret on first start (else generated).
+    pub bootstrap_credentials: Option<(String, String)>,
 }
 
 impl ServerConfig {
@@ -41,6 +45,8 @@ impl ServerConfig {
             max_body_bytes: 16 * 1024 * 1024,
             postgres: None,
             idempotency_lifetime: CatalogSettings::default().idempotency_lifetime,
+            auth: AuthSettings::default(),
+            bootstrap_credentials: None,
         }
     }
 }
@@ -81,12 +87,16 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
     if catalog.bootstrap_catalog(&config.default_catalog).await? {
         tracing::info!(catalog = %config.default_catalog, "created the default catalog");
     }
+    if config.auth.mode != AuthMode::None {
+        bootstrap_security(&catalog, config, &data_dir).await?;
+    }
     let catalog = Arc::new(catalog);
     tokio::spawn(purge_idempotency_records(Arc::downgrade(&catalog)));
     let state = AppState {
         catalog,
         default_catalog: Arc::from(config.default_catalog.as_str()),
         max_body_bytes: config.max_body_bytes,
+        auth: config.auth.clone(),
     };
     Ok(http::router(
         state,
@@ -94,6 +104,51 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
             max_body_bytes: config.max_body_bytes,
         },
     ))
+}
+
+/// Creates the `root` principal on first start. Generated credentials are printed once
+/// and, on the embedded store, saved to `<data-dir>/root-credentials` (mode 0600), so
+/// the user of a local server can find them again; on PostgreSQL nodes they are only
+/// printed (set `FLOE_BOOTSTRAP_CREDENTIALS` to choose them).
+async fn bootstrap_security(
+    catalog: &Catalog,
+    config: &ServerConfig,
+    data_dir: &Path,
+) -> anyhow::Result<()> {
+    let given = config.bootstrap_credentials.clone();
+    let Some((id, secret)) = catalog.bootstrap_security(given.clone()).await? else {
+        return Ok(());
+    };
+    tracing::info!(principal = "root", client_id = %id, "created the root principal");
+    if given.is_some() {
+        return Ok(());
+    }
+    let mut message = format!(
+        "Created the root principal (role service_admin). Its credentials are shown once:\n  client id:     {id}\n  client secret: {secret}"
+    );
+    if config.postgres.is_none() {
+        let path = data_dir.join("root-credentials");
+        write_private(&path, &format!("{id},{secret}\n"))?;
+        message.push_str(&format!(
+            "\n  (also saved, readable only by you, in {})",
+            path.display()
+        ));
+    }
+    eprintln!("{message}");
+    Ok(())
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(contents.as_bytes())?;
+    Ok(())
 }
 
 /// Deletes expired idempotency records now and then, on every node (deleting the same

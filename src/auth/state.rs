@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::privileges::{allows, Grant, Privilege, Securable};
 use super::secrets::SecretHashes;
-use crate::model::{CatalogId, Properties};
+use crate::model::Properties;
 
 /// The principal role that may do everything (Polaris's `service_admin`).
 pub const SERVICE_ADMIN: &str = "service_admin";
@@ -25,14 +25,17 @@ pub const CATALOG_ADMIN: &str = "catalog_admin";
 pub const ROOT: &str = "root";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SecurityState {
     /// HMAC keys for the tokens Floe issues, newest first. A rotated-out key stays until
     /// the tokens it signed have expired.
     pub signing_keys: Vec<SigningKey>,
     pub principals: BTreeMap<String, PrincipalRecord>,
     pub principal_roles: BTreeMap<String, PrincipalRoleRecord>,
-    /// By catalog id, then role name.
-    pub catalog_roles: BTreeMap<i64, BTreeMap<String, CatalogRoleRecord>>,
+    /// By catalog name, then role name. A dropped catalog's roles are removed in the
+    /// same transaction as the catalog, so a catalog created again under the name starts
+    /// with none.
+    pub catalog_roles: BTreeMap<String, BTreeMap<String, CatalogRoleRecord>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,8 +63,8 @@ pub struct PrincipalRecord {
 pub struct PrincipalRoleRecord {
     pub name: String,
     pub properties: Properties,
-    /// (catalog id, catalog role name).
-    pub catalog_roles: BTreeSet<(i64, String)>,
+    /// (catalog name, catalog role name).
+    pub catalog_roles: BTreeSet<(String, String)>,
     pub created_ms: i64,
     pub updated_ms: i64,
     pub version: i64,
@@ -82,23 +85,23 @@ pub struct CatalogRoleRecord {
 pub struct Access {
     /// `service_admin` is active: everything is allowed.
     pub service_admin: bool,
-    /// The grants of the active roles, by catalog.
-    pub grants: HashMap<CatalogId, Vec<Grant>>,
+    /// The grants of the active roles, by catalog name.
+    pub grants: HashMap<String, Vec<Grant>>,
 }
 
 impl Access {
     /// Whether `privilege` on `securable` of `catalog` is allowed.
-    pub fn allows(&self, catalog: CatalogId, privilege: Privilege, securable: &Securable) -> bool {
+    pub fn allows(&self, catalog: &str, privilege: Privilege, securable: &Securable) -> bool {
         self.service_admin
             || self
                 .grants
-                .get(&catalog)
+                .get(catalog)
                 .is_some_and(|grants| allows(grants, privilege, securable))
     }
 
     /// Whether anything at all is granted in `catalog` (lets a principal see it listed).
-    pub fn sees_catalog(&self, catalog: CatalogId) -> bool {
-        self.service_admin || self.grants.get(&catalog).is_some_and(|g| !g.is_empty())
+    pub fn sees_catalog(&self, catalog: &str) -> bool {
+        self.service_admin || self.grants.get(catalog).is_some_and(|g| !g.is_empty())
     }
 }
 
@@ -127,7 +130,7 @@ impl SecurityState {
                 {
                     access
                         .grants
-                        .entry(CatalogId(*catalog))
+                        .entry(catalog.clone())
                         .or_default()
                         .extend(catalog_role.grants.iter().cloned());
                 }
@@ -139,7 +142,7 @@ impl SecurityState {
     /// Gives a new catalog its `catalog_admin` role (CATALOG_MANAGE_ACCESS and
     /// CATALOG_MANAGE_METADATA on the catalog) and grants it to `service_admin`, as
     /// Polaris does.
-    pub fn add_catalog(&mut self, catalog: CatalogId, now_ms: i64) {
+    pub fn add_catalog(&mut self, catalog: &str, now_ms: i64) {
         let grants = [
             Privilege::CATALOG_MANAGE_ACCESS,
             Privilege::CATALOG_MANAGE_METADATA,
@@ -150,29 +153,32 @@ impl SecurityState {
             privilege,
         })
         .collect();
-        self.catalog_roles.entry(catalog.0).or_default().insert(
-            CATALOG_ADMIN.into(),
-            CatalogRoleRecord {
-                name: CATALOG_ADMIN.into(),
-                properties: Properties::new(),
-                grants,
-                created_ms: now_ms,
-                updated_ms: now_ms,
-                version: 1,
-            },
-        );
+        self.catalog_roles
+            .entry(catalog.to_string())
+            .or_default()
+            .insert(
+                CATALOG_ADMIN.into(),
+                CatalogRoleRecord {
+                    name: CATALOG_ADMIN.into(),
+                    properties: Properties::new(),
+                    grants,
+                    created_ms: now_ms,
+                    updated_ms: now_ms,
+                    version: 1,
+                },
+            );
         if let Some(admin) = self.principal_roles.get_mut(SERVICE_ADMIN) {
             admin
                 .catalog_roles
-                .insert((catalog.0, CATALOG_ADMIN.into()));
+                .insert((catalog.to_string(), CATALOG_ADMIN.into()));
         }
     }
 
     /// Forgets a dropped catalog's roles and their assignments.
-    pub fn remove_catalog(&mut self, catalog: CatalogId) {
-        self.catalog_roles.remove(&catalog.0);
+    pub fn remove_catalog(&mut self, catalog: &str) {
+        self.catalog_roles.remove(catalog);
         for role in self.principal_roles.values_mut() {
-            role.catalog_roles.retain(|(c, _)| *c != catalog.0);
+            role.catalog_roles.retain(|(c, _)| c != catalog);
         }
     }
 }
@@ -199,13 +205,13 @@ mod tests {
             PrincipalRoleRecord {
                 name: "readers".into(),
                 properties: Properties::new(),
-                catalog_roles: BTreeSet::from([(7, "reader".to_string())]),
+                catalog_roles: BTreeSet::from([("c7".to_string(), "reader".to_string())]),
                 created_ms: 0,
                 updated_ms: 0,
                 version: 1,
             },
         );
-        s.catalog_roles.entry(7).or_default().insert(
+        s.catalog_roles.entry("c7".into()).or_default().insert(
             "reader".into(),
             CatalogRoleRecord {
                 name: "reader".into(),
@@ -245,9 +251,9 @@ mod tests {
             name: "t".into(),
         };
         let alice = s.access("alice", &["readers".into()]);
-        assert!(alice.allows(CatalogId(7), Privilege::TABLE_READ_DATA, &table));
-        assert!(!alice.allows(CatalogId(7), Privilege::TABLE_WRITE_DATA, &table));
-        assert!(!alice.allows(CatalogId(8), Privilege::TABLE_READ_DATA, &table));
+        assert!(alice.allows("c7", Privilege::TABLE_READ_DATA, &table));
+        assert!(!alice.allows("c7", Privilege::TABLE_WRITE_DATA, &table));
+        assert!(!alice.allows("c8", Privilege::TABLE_READ_DATA, &table));
         // A role the principal does not hold (or no longer holds) gives nothing.
         let claimed = s.access("alice", &[SERVICE_ADMIN.into()]);
         assert!(!claimed.service_admin);
@@ -257,12 +263,12 @@ mod tests {
     #[test]
     fn new_catalogs_get_a_catalog_admin_for_service_admin() {
         let mut s = state();
-        s.add_catalog(CatalogId(9), 1);
+        s.add_catalog("c9", 1);
         assert!(s.principal_roles[SERVICE_ADMIN]
             .catalog_roles
-            .contains(&(9, CATALOG_ADMIN.to_string())));
-        s.remove_catalog(CatalogId(9));
-        assert!(!s.catalog_roles.contains_key(&9));
+            .contains(&("c9".to_string(), CATALOG_ADMIN.to_string())));
+        s.remove_catalog("c9");
+        assert!(!s.catalog_roles.contains_key("c9"));
         assert!(s.principal_roles[SERVICE_ADMIN].catalog_roles.is_empty());
     }
 

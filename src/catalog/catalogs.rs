@@ -6,6 +6,7 @@ use serde_json::json;
 use super::error::{catalog_missing, CatalogError, CatalogResult};
 use super::locations::{allowed_bases, DEFAULT_BASE_LOCATION};
 use super::{new_catalog_id, Catalog, Outcome, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
 use crate::model::{now_ms, validate_catalog_name, CatalogRecord, Properties};
 use crate::storage::path_segment;
 use crate::store::Mutation;
@@ -56,6 +57,7 @@ impl Catalog {
         ctx: &RequestContext,
         new: NewCatalog,
     ) -> CatalogResult<CatalogRecord> {
+        ctx.require_service_admin()?;
         validate_catalog_name(&new.name)?;
         if new.catalog_type != "INTERNAL" {
             return Err(CatalogError::bad_request(format!(
@@ -92,8 +94,14 @@ impl Catalog {
             record: record.clone(),
             created: true,
         };
-        self.write(ctx, Mutation::CreateCatalog(record.clone()), &outcome)
-            .await?;
+        // The catalog and its catalog_admin role (granted to service_admin) commit
+        // together.
+        let name = record.name.clone();
+        self.change_security(ctx, Mutation::CreateCatalog(record.clone()), |state| {
+            state.add_catalog(&name, now);
+            Ok(((), outcome.clone()))
+        })
+        .await?;
         Ok(record)
     }
 
@@ -129,8 +137,27 @@ impl Catalog {
             .ok_or_else(|| catalog_missing(name))
     }
 
-    pub async fn list_catalogs(&self, _ctx: &RequestContext) -> CatalogResult<Vec<CatalogRecord>> {
-        Ok(self.store.list_catalogs().await?)
+    /// The catalogs the caller has any grant in (all of them for `service_admin`).
+    pub async fn list_catalogs(&self, ctx: &RequestContext) -> CatalogResult<Vec<CatalogRecord>> {
+        let mut catalogs = self.store.list_catalogs().await?;
+        if let Some(access) = &ctx.access {
+            catalogs.retain(|c| access.sees_catalog(&c.name));
+        }
+        Ok(catalogs)
+    }
+
+    /// The catalog's record, for its management API (CATALOG_READ_PROPERTIES).
+    pub async fn load_catalog(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+    ) -> CatalogResult<CatalogRecord> {
+        ctx.require(
+            name,
+            Privilege::CATALOG_READ_PROPERTIES,
+            &Securable::Catalog,
+        )?;
+        self.get_catalog(name).await
     }
 
     /// Replaces the given parts; fails with 409 when `expected_version` is stale.
@@ -142,6 +169,11 @@ impl Catalog {
         properties: Option<Properties>,
         storage_config: Option<serde_json::Value>,
     ) -> CatalogResult<CatalogRecord> {
+        ctx.require(
+            name,
+            Privilege::CATALOG_WRITE_PROPERTIES,
+            &Securable::Catalog,
+        )?;
         let current = self.get_catalog(name).await?;
         let expected = expected_version.unwrap_or(current.version);
         if expected != current.version {
@@ -179,14 +211,19 @@ impl Catalog {
         }
     }
 
+    /// Drops an empty catalog, and its catalog roles in the same transaction.
     pub async fn drop_catalog(&self, ctx: &RequestContext, name: &str) -> CatalogResult<()> {
+        ctx.require_service_admin()?;
         let record = self.get_catalog(name).await?;
         let drop = Mutation::DropCatalog {
             catalog: record.id,
-            name: record.name,
+            name: record.name.clone(),
         };
-        self.write(ctx, drop, &Outcome::NoContent).await?;
-        Ok(())
+        self.change_security(ctx, drop, |state| {
+            state.remove_catalog(&record.name);
+            Ok(((), Outcome::NoContent))
+        })
+        .await
     }
 }
 

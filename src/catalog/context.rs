@@ -4,7 +4,13 @@
 //! the catalog reads it where it can see the resources a request touches, which is where
 //! authorization, credential vending and change events need it.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+
+use super::error::{CatalogError, CatalogResult};
+use crate::auth::privileges::{Privilege, Securable};
+use crate::auth::state::Access;
 
 /// The caller. Until authentication exists every request is anonymous.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,9 +70,44 @@ pub struct RequestContext {
     pub request_id: String,
     pub access_delegation: AccessDelegation,
     pub idempotency: Option<IdempotencyKey>,
+    /// What the caller may do; `None` when authorization is off (`--auth none`).
+    pub access: Option<Arc<Access>>,
 }
 
 impl RequestContext {
+    /// Refuses with 403 unless the caller holds `privilege` (or one implying it) on
+    /// `securable` of `catalog`, or on something above it.
+    pub fn require(
+        &self,
+        catalog: &str,
+        privilege: Privilege,
+        securable: &Securable,
+    ) -> CatalogResult<()> {
+        match &self.access {
+            None => Ok(()),
+            Some(access) if access.allows(catalog, privilege, securable) => Ok(()),
+            Some(_) => Err(CatalogError::Forbidden(format!(
+                "Principal '{}' is not authorized for op {} on {}",
+                self.principal.name,
+                privilege.as_str(),
+                describe(catalog, securable)
+            ))),
+        }
+    }
+
+    /// Refuses with 403 unless the caller acts as `service_admin` (principals, principal
+    /// roles, catalogs).
+    pub fn require_service_admin(&self) -> CatalogResult<()> {
+        match &self.access {
+            None => Ok(()),
+            Some(access) if access.service_admin => Ok(()),
+            Some(_) => Err(CatalogError::Forbidden(format!(
+                "Principal '{}' is not authorized: this needs the service_admin role",
+                self.principal.name
+            ))),
+        }
+    }
+
     /// An anonymous caller with a fresh request id: for tools, bootstrap and tests.
     pub fn system() -> Self {
         RequestContext {
@@ -74,6 +115,22 @@ impl RequestContext {
             request_id: uuid::Uuid::now_v7().to_string(),
             access_delegation: AccessDelegation::default(),
             idempotency: None,
+            access: None,
+        }
+    }
+}
+
+fn describe(catalog: &str, securable: &Securable) -> String {
+    match securable {
+        Securable::Catalog => format!("catalog {catalog}"),
+        Securable::Namespace { namespace } => {
+            format!("namespace {}.{}", catalog, namespace.join("."))
+        }
+        Securable::Table { namespace, name } => {
+            format!("table {}.{}.{}", catalog, namespace.join("."), name)
+        }
+        Securable::View { namespace, name } => {
+            format!("view {}.{}.{}", catalog, namespace.join("."), name)
         }
     }
 }

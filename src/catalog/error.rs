@@ -44,6 +44,9 @@ pub enum CatalogError {
     Unprocessable(String),
     #[error("{0}")]
     Forbidden(String),
+    /// No valid credentials (401).
+    #[error("{0}")]
+    Unauthorized(String),
     /// The store cannot be reached right now; a retry later may succeed (503).
     #[error("{0}")]
     Unavailable(String),

@@ -19,6 +19,7 @@
 //! Every change reaches the store as one `WriteBatch` built by [`Catalog::batch`], which
 //! attaches the request's idempotency record; the change-event outbox attaches there too.
 
+pub mod access;
 pub mod catalogs;
 pub mod commit;
 pub mod context;
@@ -28,6 +29,7 @@ pub mod namespaces;
 mod objects;
 pub mod outcome;
 pub mod pagination;
+pub mod security;
 pub mod tables;
 pub mod views;
 
@@ -82,6 +84,7 @@ pub struct Catalog {
     files: FileStores,
     settings: CatalogSettings,
     commit_locks: CommitLocks,
+    security: security::SecurityCache,
 }
 
 impl Catalog {
@@ -91,6 +94,7 @@ impl Catalog {
             files: FileStores::new(settings.fsync),
             settings,
             commit_locks: CommitLocks::new(),
+            security: security::SecurityCache::default(),
         }
     }
 

@@ -4,6 +4,7 @@
 use super::error::{CatalogError, CatalogResult, Missing};
 use super::pagination::{listed, ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
 use crate::model::{Namespace, Properties, PropertiesChange};
 use crate::store::{Mutation, StoreError};
 
@@ -17,16 +18,26 @@ pub fn namespace_missing(namespace: &Namespace) -> CatalogError {
     )
 }
 
+/// What holds a namespace's children: the catalog for the root, else the namespace.
+fn container(namespace: &Namespace) -> Securable {
+    if namespace.is_root() {
+        Securable::Catalog
+    } else {
+        Securable::namespace(namespace)
+    }
+}
+
 impl Catalog {
     pub async fn list_namespaces(
         &self,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
         catalog: &str,
         parent: Option<&Namespace>,
         list: &ListRequest,
     ) -> CatalogResult<Listed<Namespace>> {
         let root = Namespace::root();
         let parent = parent.unwrap_or(&root);
+        ctx.require(catalog, Privilege::NAMESPACE_LIST, &container(parent))?;
         let page = self
             .store
             .list_namespaces(catalog, parent, &list.to_page_request()?)
@@ -41,6 +52,8 @@ impl Catalog {
         namespace: &Namespace,
         properties: Properties,
     ) -> CatalogResult<Properties> {
+        let parent = container(&namespace.parent());
+        ctx.require(catalog, Privilege::NAMESPACE_CREATE, &parent)?;
         let record = self.get_catalog(catalog).await?;
         let outcome = Outcome::Namespace {
             namespace: namespace.levels().to_vec(),
@@ -57,7 +70,19 @@ impl Catalog {
 
     pub async fn load_namespace(
         &self,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
+        catalog: &str,
+        namespace: &Namespace,
+    ) -> CatalogResult<Properties> {
+        let target = Securable::namespace(namespace);
+        ctx.require(catalog, Privilege::NAMESPACE_READ_PROPERTIES, &target)?;
+        self.namespace_properties(catalog, namespace).await
+    }
+
+    /// A namespace's properties for the catalog's own use (no privilege needed: e.g. a
+    /// table's default location under it).
+    pub(super) async fn namespace_properties(
+        &self,
         catalog: &str,
         namespace: &Namespace,
     ) -> CatalogResult<Properties> {
@@ -73,6 +98,8 @@ impl Catalog {
         catalog: &str,
         namespace: &Namespace,
     ) -> CatalogResult<()> {
+        let target = Securable::namespace(namespace);
+        ctx.require(catalog, Privilege::NAMESPACE_DROP, &target)?;
         let record = self.get_catalog(catalog).await?;
         let drop = Mutation::DropNamespace {
             catalog: record.id,
@@ -93,6 +120,8 @@ impl Catalog {
         removals: Vec<String>,
         updates: Properties,
     ) -> CatalogResult<PropertiesChange> {
+        let target = Securable::namespace(namespace);
+        ctx.require(catalog, Privilege::NAMESPACE_WRITE_PROPERTIES, &target)?;
         let mut both: Vec<&str> = removals
             .iter()
             .filter(|k| updates.contains_key(k.as_str()))
@@ -108,7 +137,7 @@ impl Catalog {
         }
         let record = self.get_catalog(catalog).await?;
         for _ in 0..MAX_UPDATE_ATTEMPTS {
-            let expected = self.load_namespace(ctx, catalog, namespace).await?;
+            let expected = self.namespace_properties(catalog, namespace).await?;
             let mut properties = expected.clone();
             let change = PropertiesChange::apply(&mut properties, &removals, &updates);
             let update = Mutation::UpdateNamespace {

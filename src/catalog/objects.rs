@@ -9,6 +9,7 @@ use super::error::{object_exists, object_missing, CatalogError, CatalogResult};
 use super::locations::check_allowed;
 use super::pagination::{listed, ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
 use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::{Applied, Mutation, ObjectWrite, StoreError, StoredObject};
 
@@ -18,6 +19,22 @@ use crate::store::{Applied, Mutation, ObjectWrite, StoreError, StoredObject};
 pub(super) enum MetadataFiles {
     New,
     Existing,
+}
+
+/// The table or view flavour of a privilege.
+pub(super) fn privilege(kind: ObjectKind, table: Privilege, view: Privilege) -> Privilege {
+    match kind {
+        ObjectKind::Table => table,
+        ObjectKind::View => view,
+    }
+}
+
+/// A table or view as a securable.
+pub(super) fn securable(kind: ObjectKind, ident: &Ident) -> Securable {
+    match kind {
+        ObjectKind::Table => Securable::table(ident),
+        ObjectKind::View => Securable::view(ident),
+    }
 }
 
 /// Whether a failed store write certainly changed nothing.
@@ -49,12 +66,14 @@ impl Catalog {
 
     pub(super) async fn list_objects(
         &self,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
         kind: ObjectKind,
         list: &ListRequest,
     ) -> CatalogResult<Listed<Ident>> {
+        let list_privilege = privilege(kind, Privilege::TABLE_LIST, Privilege::VIEW_LIST);
+        ctx.require(catalog, list_privilege, &Securable::namespace(namespace))?;
         let page = self
             .store
             .list_objects(catalog, namespace, kind, &list.to_page_request()?)
@@ -73,6 +92,12 @@ impl Catalog {
         write: ObjectWrite,
         outcome: impl Fn(&ObjectWrite) -> Outcome,
     ) -> CatalogResult<ObjectWrite> {
+        let create = privilege(write.kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
+        ctx.require(
+            &catalog.name,
+            create,
+            &Securable::namespace(&write.ident.namespace),
+        )?;
         let idents = [write.ident.clone()];
         let writes = self
             .commit_with_retry(
@@ -109,8 +134,18 @@ impl Catalog {
         parse: impl FnOnce(&[u8]) -> CatalogResult<Registered>,
         outcome: impl Fn(&ObjectWrite) -> Outcome,
     ) -> CatalogResult<ObjectWrite> {
+        let create = privilege(kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
+        ctx.require(catalog, create, &Securable::namespace(&ident.namespace))?;
+        if overwrite {
+            let replace = privilege(
+                kind,
+                Privilege::TABLE_FULL_METADATA,
+                Privilege::VIEW_FULL_METADATA,
+            );
+            ctx.require(catalog, replace, &securable(kind, ident))?;
+        }
         let record = self.get_catalog(catalog).await?;
-        self.load_namespace(ctx, catalog, &ident.namespace).await?;
+        self.namespace_properties(catalog, &ident.namespace).await?;
         // Only read files inside the catalog's locations: a register request must not be a
         // way to read (or probe for) arbitrary files of the server.
         check_allowed(&record, metadata_location)?;
@@ -162,6 +197,10 @@ impl Catalog {
         from: &Ident,
         to: &Ident,
     ) -> CatalogResult<()> {
+        let drop = privilege(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
+        let create = privilege(kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
+        ctx.require(catalog, drop, &securable(kind, from))?;
+        ctx.require(catalog, create, &Securable::namespace(&to.namespace))?;
         let record = self.get_catalog(catalog).await?;
         let _guards = self.commit_locks.lock(record.id, [from, to]).await;
         let rename = Mutation::RenameObject {
@@ -182,6 +221,8 @@ impl Catalog {
         kind: ObjectKind,
         ident: &Ident,
     ) -> CatalogResult<(CatalogRecord, StoredObject)> {
+        let drop = privilege(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
+        ctx.require(catalog, drop, &securable(kind, ident))?;
         let record = self.get_catalog(catalog).await?;
         let _guards = self.commit_locks.lock(record.id, [ident]).await;
         let drop = Mutation::DropObject {

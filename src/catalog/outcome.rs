@@ -38,6 +38,11 @@ pub enum Outcome {
         created: bool,
     },
     NoContent,
+    /// Any other JSON answer (the management API's principals and roles).
+    Json {
+        status: u16,
+        body: serde_json::Value,
+    },
     /// A final rejection (a deterministic 4xx), kept as sent.
     Rejected {
         status: u16,

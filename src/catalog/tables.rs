@@ -21,6 +21,7 @@ use super::objects::{MetadataFiles, Registered};
 pub use super::outcome::LoadedTable;
 use super::pagination::{ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
 use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::{Mutation, ObjectWrite, StoredObject};
 
@@ -171,7 +172,7 @@ impl Catalog {
     ) -> CatalogResult<LoadedTable> {
         let ident = Ident::new(namespace.clone(), request.name)?;
         let record = self.get_catalog(catalog).await?;
-        let namespace_properties = self.load_namespace(ctx, catalog, namespace).await?;
+        let namespace_properties = self.namespace_properties(catalog, namespace).await?;
         let location = match request.location {
             Some(location) => location.trim_end_matches('/').to_string(),
             None => default_location(&record, &namespace_properties, &ident),
@@ -192,6 +193,8 @@ impl Catalog {
         .metadata;
         let json = metadata_json(&metadata)?;
         if request.stage_create {
+            let parent = Securable::namespace(namespace);
+            ctx.require(catalog, Privilege::TABLE_CREATE, &parent)?;
             // Nothing is stored until the client commits the create; the name must be
             // free now, and is checked again then.
             if let Some(existing) = self.store.load_object(catalog, &ident).await? {
@@ -226,11 +229,13 @@ impl Catalog {
 
     pub async fn load_table(
         &self,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
         catalog: &str,
         ident: &Ident,
         snapshots: SnapshotsMode,
     ) -> CatalogResult<LoadedTable> {
+        let target = Securable::table(ident);
+        ctx.require(catalog, Privilege::TABLE_READ_PROPERTIES, &target)?;
         let object = self
             .load_kind(catalog, ident, ObjectKind::Table)
             .await?
@@ -244,6 +249,23 @@ impl Catalog {
             metadata_location: Some(object.metadata_location),
             metadata,
         })
+    }
+
+    /// `GET .../credentials`: the caller must be allowed to read the table's data.
+    pub async fn table_credentials(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+    ) -> CatalogResult<()> {
+        ctx.require(
+            catalog,
+            Privilege::TABLE_READ_DATA,
+            &Securable::table(ident),
+        )?;
+        self.load_table(ctx, catalog, ident, SnapshotsMode::Refs)
+            .await
+            .map(|_| ())
     }
 
     /// The metadata comes from the store, but a table whose file was deleted behind the
@@ -325,6 +347,18 @@ impl Catalog {
         changes: Vec<TableChange>,
         outcome: impl Fn(&[ObjectWrite]) -> Outcome,
     ) -> CatalogResult<Vec<ObjectWrite>> {
+        // Every table of the body is authorized before anything is written: a create
+        // (the second step of a staged create) needs TABLE_CREATE on its namespace, a
+        // change TABLE_WRITE_PROPERTIES on its table.
+        for change in &changes {
+            if change.requirements.contains(&TableRequirement::NotExist) {
+                let parent = Securable::namespace(&change.ident.namespace);
+                ctx.require(&record.name, Privilege::TABLE_CREATE, &parent)?;
+            } else {
+                let target = Securable::table(&change.ident);
+                ctx.require(&record.name, Privilege::TABLE_WRITE_PROPERTIES, &target)?;
+            }
+        }
         let idents: Vec<Ident> = changes.iter().map(|c| c.ident.clone()).collect();
         self.commit_with_retry(
             ctx,
@@ -427,6 +461,10 @@ impl Catalog {
         ident: &Ident,
         purge: bool,
     ) -> CatalogResult<()> {
+        if purge {
+            let target = Securable::table(ident);
+            ctx.require(catalog, Privilege::TABLE_WRITE_DATA, &target)?;
+        }
         let (record, dropped) = self
             .drop_object(ctx, catalog, ObjectKind::Table, ident)
             .await?;
@@ -497,6 +535,11 @@ impl Catalog {
         ident: &Ident,
         report: serde_json::Value,
     ) -> CatalogResult<()> {
+        ctx.require(
+            catalog,
+            Privilege::TABLE_READ_DATA,
+            &Securable::table(ident),
+        )?;
         validate_metrics_report(&report)?;
         let record = self.get_catalog(catalog).await?;
         if self

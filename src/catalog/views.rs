@@ -16,6 +16,7 @@ use super::objects::{MetadataFiles, Registered};
 pub use super::outcome::LoadedView;
 use super::pagination::{ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
 use crate::model::{Ident, Namespace, ObjectKind};
 use crate::store::ObjectWrite;
 
@@ -73,7 +74,7 @@ impl Catalog {
     ) -> CatalogResult<LoadedView> {
         let ident = Ident::new(namespace.clone(), request.name)?;
         let record = self.get_catalog(catalog).await?;
-        let namespace_properties = self.load_namespace(ctx, catalog, namespace).await?;
+        let namespace_properties = self.namespace_properties(catalog, namespace).await?;
         let location = match request.location {
             Some(location) => location.trim_end_matches('/').to_string(),
             None => default_location(&record, &namespace_properties, &ident),
@@ -109,10 +110,12 @@ impl Catalog {
 
     pub async fn load_view(
         &self,
-        _ctx: &RequestContext,
+        ctx: &RequestContext,
         catalog: &str,
         ident: &Ident,
     ) -> CatalogResult<LoadedView> {
+        let target = Securable::view(ident);
+        ctx.require(catalog, Privilege::VIEW_READ_PROPERTIES, &target)?;
         let object = self
             .load_kind(catalog, ident, ObjectKind::View)
             .await?
@@ -130,6 +133,8 @@ impl Catalog {
         catalog: &str,
         change: ViewChange,
     ) -> CatalogResult<LoadedView> {
+        let target = Securable::view(&change.ident);
+        ctx.require(catalog, Privilege::VIEW_WRITE_PROPERTIES, &target)?;
         let record = self.get_catalog(catalog).await?;
         let ident = &change.ident;
         let writes = self

@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 
+use crate::http::auth::{AuthMode, AuthSettings};
 use crate::server::{self, ServerConfig};
 use crate::store::postgres::PostgresSettings;
 
@@ -48,6 +49,20 @@ pub struct ServeArgs {
     /// /v1/config as idempotency-key-lifetime; outcomes are kept 5 minutes longer).
     #[arg(long, env = "FLOE_IDEMPOTENCY_KEY_LIFETIME", default_value_t = 1800)]
     pub idempotency_key_lifetime: u64,
+    /// How requests are authenticated: `internal` (OAuth2 client credentials for Floe's
+    /// principals, at /v1/oauth/tokens) or `none` (everyone may do everything).
+    #[arg(long, env = "FLOE_AUTH", value_enum, default_value_t = AuthMode::Internal)]
+    pub auth: AuthMode,
+    /// Allow `--auth none` on an address other than loopback.
+    #[arg(long, env = "FLOE_INSECURE", default_value_t = false)]
+    pub insecure: bool,
+    /// Seconds an access token issued by Floe is valid.
+    #[arg(long, env = "FLOE_TOKEN_LIFETIME", default_value_t = 3600)]
+    pub token_lifetime: u64,
+    /// The root principal's credentials on first start, as `client_id,client_secret`
+    /// (default: generated, printed once, and saved in <data-dir>/root-credentials).
+    #[arg(long, env = "FLOE_BOOTSTRAP_CREDENTIALS", hide_env_values = true)]
+    pub bootstrap_credentials: Option<String>,
     /// Log filter, e.g. `info`, `warn`, `floe=debug`.
     #[arg(long, env = "FLOE_LOG", default_value = "info")]
     pub log: String,
@@ -81,8 +96,32 @@ fn init_logging(filter: &str, format: LogFormat) -> anyhow::Result<WorkerGuard> 
     Ok(guard)
 }
 
+/// `--auth none` opens every catalog to whoever can connect: only on loopback, unless the
+/// operator says `--insecure`.
+fn check_auth_mode(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.auth == AuthMode::None && !args.bind.ip().is_loopback() && !args.insecure {
+        anyhow::bail!(
+            "--auth none on {} would let anyone who can reach it read and change every table; \
+             bind to 127.0.0.1, use --auth internal, or add --insecure if the network is trusted",
+            args.bind
+        );
+    }
+    Ok(())
+}
+
+fn bootstrap_credentials(raw: Option<&str>) -> anyhow::Result<Option<(String, String)>> {
+    let Some(raw) = raw else { return Ok(None) };
+    match raw.split_once(',') {
+        Some((id, secret)) if !id.trim().is_empty() && !secret.trim().is_empty() => {
+            Ok(Some((id.trim().to_string(), secret.trim().to_string())))
+        }
+        _ => anyhow::bail!("FLOE_BOOTSTRAP_CREDENTIALS must be client_id,client_secret"),
+    }
+}
+
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let _log_guard = init_logging(&args.log, args.log_format)?;
+    check_auth_mode(&args)?;
     let config = ServerConfig {
         data_dir: args.data_dir.clone(),
         warehouse: args.warehouse,
@@ -95,6 +134,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             timeout: std::time::Duration::from_millis(args.db_timeout_ms),
         }),
         idempotency_lifetime: std::time::Duration::from_secs(args.idempotency_key_lifetime),
+        auth: AuthSettings {
+            mode: args.auth,
+            token_lifetime: std::time::Duration::from_secs(args.token_lifetime),
+        },
+        bootstrap_credentials: bootstrap_credentials(args.bootstrap_credentials.as_deref())?,
     };
     let router = server::build(&config).await?;
     let listener = TcpListener::bind(args.bind)
@@ -107,7 +151,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
          default catalog (warehouse): {}\n  store: {}\n  \
          PyIceberg: load_catalog(\"floe\", type=\"rest\", uri=\"http://{addr}\", warehouse=\"{}\")\n  \
          Spark: spark.sql.catalog.floe.type=rest, spark.sql.catalog.floe.uri=http://{addr}, spark.sql.catalog.floe.warehouse={}\n  \
-         No authentication is configured: bind to a trusted interface only.",
+         {}",
         args.default_catalog,
         match &args.database_url {
             Some(_) => "PostgreSQL (--database-url)".to_string(),
@@ -115,6 +159,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         args.default_catalog,
         args.default_catalog,
+        match args.auth {
+            AuthMode::Internal => format!(
+                "Authentication: OAuth2 client credentials at http://{addr}/v1/oauth/tokens; \
+                 clients add credential=\"<client_id>:<client_secret>\" (PyIceberg) or \
+                 spark.sql.catalog.floe.credential=<client_id>:<client_secret> (Spark)"
+            ),
+            AuthMode::None => "No authentication (--auth none): bind to a trusted interface only.".into(),
+        },
     );
     server::run(listener, router, shutdown_signal()).await?;
     crate::http::access_log::flush();

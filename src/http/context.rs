@@ -6,7 +6,10 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
+use std::sync::Arc;
+
 use super::error::ApiError;
+use crate::auth::state::Access;
 use crate::catalog::context::{AccessDelegation, IdempotencyKey, Principal, RequestContext};
 
 /// The id of a request: the client's `X-Request-Id` when it sent a usable one, else a
@@ -55,6 +58,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Ctx {
             request_id,
             access_delegation,
             idempotency: parts.extensions.get::<IdempotencyKey>().cloned(),
+            access: parts.extensions.get::<Arc<Access>>().cloned(),
         }))
     }
 }

@@ -70,6 +70,7 @@ impl From<CatalogError> for ApiError {
                 (S::UNPROCESSABLE_ENTITY, "UnprocessableEntityException")
             }
             CatalogError::Forbidden(_) => (S::FORBIDDEN, "ForbiddenException"),
+            CatalogError::Unauthorized(_) => (S::UNAUTHORIZED, "NotAuthorizedException"),
             CatalogError::Unavailable(_) => (S::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
             CatalogError::IdempotencyKeyUsed => {
                 let mut error = ApiError::new(S::CONFLICT, "CommitFailedException", message);

@@ -89,8 +89,14 @@ async fn create(
     }))
 }
 
-async fn load(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult<Json<Value>> {
-    Ok(Json(catalog_json(&state.catalog.get_catalog(&name).await?)))
+async fn load(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    Ok(Json(catalog_json(
+        &state.catalog.load_catalog(&ctx, &name).await?,
+    )))
 }
 
 #[derive(Deserialize)]

@@ -15,6 +15,7 @@
 //! resources, so it happens at the catalog's entry points.
 
 pub mod access_log;
+pub mod auth;
 mod config;
 pub mod context;
 pub mod error;
@@ -23,6 +24,7 @@ pub mod idempotency;
 mod management;
 mod namespaces;
 pub mod outcome;
+mod principals;
 mod tables;
 mod views;
 
@@ -48,6 +50,7 @@ pub struct AppState {
     pub default_catalog: Arc<str>,
     /// Largest request body accepted (413 above it).
     pub max_body_bytes: usize,
+    pub auth: auth::AuthSettings,
 }
 
 /// Limits of the HTTP layer.
@@ -59,6 +62,7 @@ pub struct HttpSettings {
 
 pub fn router(state: AppState, settings: &HttpSettings) -> Router {
     let iceberg = Router::new()
+        .route("/oauth/tokens", axum::routing::post(auth::token))
         .merge(config::routes())
         .merge(namespaces::routes())
         .merge(tables::routes())
@@ -66,13 +70,20 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
     Router::new()
         .nest("/v1", iceberg.clone())
         .nest("/api/catalog/v1", iceberg)
-        .nest("/api/management/v1", management::routes())
+        .nest(
+            "/api/management/v1",
+            management::routes().merge(principals::routes()),
+        )
         .route("/healthz", get(healthz))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             idempotency::idempotency,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
         ))
         .layer(middleware::from_fn(log_request))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))

@@ -38,6 +38,11 @@ pub fn render(outcome: &Outcome) -> Response {
             (status, axum::Json(catalog_json(record))).into_response()
         }
         Outcome::NoContent => StatusCode::NO_CONTENT.into_response(),
+        Outcome::Json { status, body } => (
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::OK),
+            axum::Json(body.clone()),
+        )
+            .into_response(),
         Outcome::Rejected { status, body } => (
             StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
             [(header::CONTENT_TYPE, "application/json")],

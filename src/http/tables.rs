@@ -169,7 +169,7 @@ async fn credentials(
 ) -> ApiResult<Json<Value>> {
     state
         .catalog
-        .load_table(&ctx, &prefix, &ident(&ns, &table)?, SnapshotsMode::Refs)
+        .table_credentials(&ctx, &prefix, &ident(&ns, &table)?)
         .await?;
     Ok(Json(json!({ "storage-credentials": [] })))
 }

@@ -86,6 +86,17 @@ class FloeServer:
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    # The root principal's credentials (set on first start); the e2e clients log in with
+    # them. `extra_args` is for servers that run differently (e.g. the crash tests run
+    # with --auth none: they test durability, and use plain HTTP calls).
+    client_id = "e2e-root"
+    client_secret = "e2e-root-secret-0123456789abcdef"
+    extra_args: list[str] = []
+
+    @property
+    def credential(self) -> str:
+        return f"{self.client_id}:{self.client_secret}"
+
     def start(self, port: int | None = None) -> "FloeServer":
         """Start the server (same port as before if possible) and wait for health."""
         assert not self.is_running(), "server already running"
@@ -100,9 +111,12 @@ class FloeServer:
                 self.proc = subprocess.Popen(
                     [str(self.binary), "serve", "--bind", f"127.0.0.1:{p}",
                      "--data-dir", str(self.data_dir)]
-                    + (["--database-url", self.database_url] if self.database_url else []),
+                    + (["--database-url", self.database_url] if self.database_url else [])
+                    + self.extra_args,
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env={**os.environ, "NO_COLOR": "1"}, start_new_session=True,
+                    env={**os.environ, "NO_COLOR": "1",
+                         "FLOE_BOOTSTRAP_CREDENTIALS": f"{self.client_id},{self.client_secret}"},
+                    start_new_session=True,
                 )
             deadline = time.monotonic() + HEALTH_TIMEOUT
             while time.monotonic() < deadline:
@@ -180,10 +194,11 @@ def floe_server_factory(floe_binary, _e2e_tmp):
     """Make servers, each on its own fresh data dir; all are stopped at the end."""
     made: list[FloeServer] = []
 
-    def make() -> FloeServer:
+    def make(extra_args: list[str] | None = None) -> FloeServer:
         n = len(made)
         work = Path(tempfile.mkdtemp(prefix=f"srv{n}.", dir=_e2e_tmp))
         server = FloeServer(floe_binary, work / "data", work / "floe.log")
+        server.extra_args = list(extra_args or [])
         server.data_dir.mkdir()
         made.append(server)
         _live_servers.append(server)

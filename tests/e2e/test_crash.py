@@ -169,7 +169,7 @@ def check_table_on_disk(name: str, loaded: dict, expected_uuid: str,
 
 
 def test_acknowledged_commits_survive_kill_9(floe_server_factory):
-    server = floe_server_factory()
+    server = floe_server_factory(["--auth", "none"])
     api = Api(server)
     r = requests.post(api.url("/namespaces"), json={"namespace": [NAMESPACE]}, timeout=30)
     assert r.status_code == 200, f"create namespace: {r.status_code} {r.text}"
@@ -231,7 +231,7 @@ def test_acknowledged_commits_survive_kill_9(floe_server_factory):
 
 
 def test_sigterm_exits_cleanly(floe_server_factory):
-    server = floe_server_factory()
+    server = floe_server_factory(["--auth", "none"])
     r = requests.get(server.url + "/v1/config", params={"warehouse": "default"}, timeout=10)
     assert r.status_code == 200
     started = time.monotonic()

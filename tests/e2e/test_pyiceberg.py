@@ -12,6 +12,8 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 import pytest
 from pyiceberg.catalog import load_catalog
+
+from conftest import FloeServer
 from pyiceberg.exceptions import (
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
@@ -52,8 +54,14 @@ def batch(ids, day_offsets, categories) -> pa.Table:
     )
 
 
+CREDENTIAL = f"{FloeServer.client_id}:{FloeServer.client_secret}"
+
+
 def new_catalog(url: str):
-    return load_catalog("floe", type="rest", uri=url, warehouse="default")
+    """PyIceberg with client credentials: it fetches a token and sends it on every call."""
+    return load_catalog("floe", type="rest", uri=url, warehouse="default",
+                        credential=CREDENTIAL,
+                        scope="catalog")
 
 
 def local_path(location: str) -> Path:

@@ -169,6 +169,14 @@ def free_port() -> int:
 # ---------------------------------------------------------------------------------------
 
 
+# Every node starts with authentication on and the same root credentials (they are
+# written to the shared database by whichever node starts first); every Api client logs
+# in with them, so tokens are checked on every request, and a token from one node works
+# on the others (the signing key is in the database).
+ROOT_CLIENT_ID = "mn-root"
+ROOT_SECRET = "mn-root-secret-" + "0123456789abcdef"
+
+
 class Node:
     """One `floe serve` process (at a time) with its own data dir and log file."""
 
@@ -207,7 +215,9 @@ class Node:
                  "--data-dir", str(self.data_dir),
                  "--log", LOG_FILTER],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, "NO_COLOR": "1"}, start_new_session=True,
+                env={**os.environ, "NO_COLOR": "1",
+                     "FLOE_BOOTSTRAP_CREDENTIALS": f"{ROOT_CLIENT_ID},{ROOT_SECRET}"},
+                start_new_session=True,
             )
 
     def wait_healthy(self, timeout: float = HEALTH_TIMEOUT) -> str | None:
@@ -344,6 +354,16 @@ def describe(r: requests.Response, limit: int = 600) -> str:
     return f"{req.method} {req.url} -> {r.status_code} {body}"
 
 
+def fetch_token(base_url: str, client_id: str = ROOT_CLIENT_ID, secret: str = ROOT_SECRET,
+                scope: str = "PRINCIPAL_ROLE:ALL") -> str:
+    """An access token by OAuth2 client credentials."""
+    r = requests.post(base_url + "/v1/oauth/tokens", timeout=DEFAULT_TIMEOUT, data={
+        "grant_type": "client_credentials", "client_id": client_id,
+        "client_secret": secret, "scope": scope})
+    assert r.status_code == 200, f"token: {r.status_code} {r.text}"
+    return r.json()["access_token"]
+
+
 class Api:
     """A client of one node. Not thread-safe: give each thread its own."""
 
@@ -351,6 +371,7 @@ class Api:
         self.base = base_url
         self.timeout = timeout
         self.session = requests.Session()
+        self.session.headers["Authorization"] = "Bearer " + fetch_token(base_url)
 
     def request(self, method: str, path: str, body=None, timeout: float | None = None,
                 **kw) -> requests.Response:

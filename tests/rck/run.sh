@@ -81,6 +81,10 @@ done
 log "class path: $jar_count jars"
 
 # --- (b) start the server ----------------------------------------------------
+# Authentication is on (Floe's default): the server's root principal gets these
+# credentials, and the suite logs in with them (CATALOG_CREDENTIAL / CATALOG_SCOPE).
+RCK_CLIENT_ID="rck-root"
+RCK_CLIENT_SECRET="rck-secret-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
 rm -rf "$RCK_REPORTS_DIR"
 mkdir -p "$RCK_REPORTS_DIR"
 SERVER_LOG="$RCK_REPORTS_DIR/floe.log"
@@ -154,7 +158,8 @@ started=0
 for attempt in 1 2 3; do
   PORT="$(free_port)"
   log "starting $FLOE_BIN serve --bind 127.0.0.1:$PORT --data-dir $DATA_DIR (attempt $attempt)"
-  NO_COLOR=1 "$FLOE_BIN" serve --bind "127.0.0.1:$PORT" --data-dir "$DATA_DIR" "${STORE_ARGS[@]}" >>"$SERVER_LOG" 2>&1 &
+  NO_COLOR=1 FLOE_BOOTSTRAP_CREDENTIALS="$RCK_CLIENT_ID,$RCK_CLIENT_SECRET" \
+    "$FLOE_BIN" serve --bind "127.0.0.1:$PORT" --data-dir "$DATA_DIR" "${STORE_ARGS[@]}" >>"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
   deadline=$((SECONDS + HEALTH_TIMEOUT))
   while ((SECONDS < deadline)); do
@@ -187,10 +192,15 @@ log "server ready on port $PORT (pid $SERVER_PID)"
 # through the management API, whose allowed locations include /tmp.
 RCK_CATALOG=rck
 create_body='{"catalog":{"type":"INTERNAL","name":"'"$RCK_CATALOG"'","properties":{"default-base-location":"file://'"$DATA_DIR"'/rck"},"storageConfigInfo":{"storageType":"FILE","allowedLocations":["file:///tmp/"]}}}'
-python3 - "http://127.0.0.1:$PORT/api/management/v1/catalogs" "$create_body" <<'PY' || die "could not create the RCK catalog"
-import sys, urllib.request
-req = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST",
-                             headers={"Content-Type": "application/json"})
+python3 - "http://127.0.0.1:$PORT" "$create_body" "$RCK_CLIENT_ID" "$RCK_CLIENT_SECRET" <<'PY' || die "could not create the RCK catalog"
+import json, sys, urllib.parse, urllib.request
+base, body, client_id, secret = sys.argv[1:5]
+form = urllib.parse.urlencode({"grant_type": "client_credentials", "client_id": client_id,
+                               "client_secret": secret, "scope": "PRINCIPAL_ROLE:ALL"}).encode()
+with urllib.request.urlopen(urllib.request.Request(base + "/v1/oauth/tokens", data=form), timeout=10) as r:
+    token = json.load(r)["access_token"]
+req = urllib.request.Request(base + "/api/management/v1/catalogs", data=body.encode(), method="POST",
+                             headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
 with urllib.request.urlopen(req, timeout=10) as r:
     sys.exit(0 if r.status == 201 else 1)
 PY
@@ -223,6 +233,7 @@ log "full launcher output: $CONSOLE_LOG"
 t0=$SECONDS
 launcher_rc=0
 CATALOG_URI="http://127.0.0.1:$PORT/" CATALOG_WAREHOUSE="$RCK_CATALOG" \
+  CATALOG_CREDENTIAL="$RCK_CLIENT_ID:$RCK_CLIENT_SECRET" CATALOG_SCOPE="PRINCIPAL_ROLE:ALL" \
   timeout --kill-after=30 "$RCK_TIMEOUT" \
   java -Drck.local=false -Drck.requires-namespace-create=true \
   -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \

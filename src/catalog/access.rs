@@ -1,0 +1,418 @@
+//! Managing who may do what (Polaris's management API): principals and their
+//! credentials, principal roles, catalog roles, and grants. Each change is one
+//! compare-and-swap of the security document (`Catalog::change_security`).
+//!
+//! Who may manage what: principals, principal roles and the assignment of principal
+//! roles need `service_admin`; a catalog's roles and grants need CATALOG_MANAGE_ACCESS
+//! on that catalog (so its admin can neither reach another catalog nor make anyone
+//! `service_admin`). Secrets are returned only by create, rotate and reset, once.
+
+use std::collections::BTreeSet;
+
+use super::error::{CatalogError, CatalogResult, Missing};
+use super::{Catalog, Outcome, RequestContext};
+use crate::auth::privileges::{Grant, Privilege, Securable};
+use crate::auth::secrets::{new_credentials, SecretHashes};
+use crate::auth::state::{
+    CatalogRoleRecord, PrincipalRecord, PrincipalRoleRecord, SecurityState, CATALOG_ADMIN, ROOT,
+    SERVICE_ADMIN,
+};
+use crate::model::{now_ms, Properties};
+use crate::store::Mutation;
+
+/// Longest principal or role name.
+pub const MAX_ROLE_NAME: usize = 256;
+
+fn not_found(what: &str, name: &str) -> CatalogError {
+    CatalogError::not_found(Missing::Catalog, format!("{what} {name} does not exist"))
+}
+
+fn validate_name(what: &str, name: &str) -> CatalogResult<()> {
+    if name.is_empty() || name.len() > MAX_ROLE_NAME || name.chars().any(char::is_control) {
+        return Err(CatalogError::bad_request(format!(
+            "{what} name must be 1 to {MAX_ROLE_NAME} bytes without control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// A principal's public view (never its secret).
+pub fn principal_view(p: &PrincipalRecord) -> serde_json::Value {
+    serde_json::json!({
+        "name": p.name,
+        "clientId": p.client_id,
+        "properties": p.properties,
+        "createTimestamp": p.created_ms,
+        "lastUpdateTimestamp": p.updated_ms,
+        "entityVersion": p.version,
+    })
+}
+
+fn with_credentials(p: &PrincipalRecord, secret: &str) -> serde_json::Value {
+    serde_json::json!({
+        "principal": principal_view(p),
+        "credentials": { "clientId": p.client_id, "clientSecret": secret },
+    })
+}
+
+impl Catalog {
+    /// Reads the model for a management call (fresh from the store).
+    pub async fn security_view<T>(
+        &self,
+        ctx: &RequestContext,
+        catalog: Option<&str>,
+        read: impl FnOnce(&SecurityState) -> CatalogResult<T>,
+    ) -> CatalogResult<T> {
+        match catalog {
+            None => ctx.require_service_admin()?,
+            Some(c) => {
+                self.get_catalog(c).await?;
+                ctx.require(c, Privilege::CATALOG_MANAGE_ACCESS, &Securable::Catalog)?;
+            }
+        }
+        let current = self.security().await?;
+        read(&current.state)
+    }
+
+    /// Creates a principal; the answer (with the secret) is the only time the secret is
+    /// shown.
+    pub async fn create_principal(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        properties: Properties,
+    ) -> CatalogResult<serde_json::Value> {
+        ctx.require_service_admin()?;
+        validate_name("Principal", name)?;
+        let (client_id, secret) = new_credentials();
+        self.change_security(ctx, Mutation::None, |state| {
+            if state.principals.contains_key(name) {
+                return Err(CatalogError::AlreadyExists(format!(
+                    "Principal {name} already exists"
+                )));
+            }
+            let now = now_ms();
+            let record = PrincipalRecord {
+                name: name.to_string(),
+                client_id: client_id.clone(),
+                secret: SecretHashes::new(&secret),
+                properties: properties.clone(),
+                principal_roles: BTreeSet::new(),
+                created_ms: now,
+                updated_ms: now,
+                version: 1,
+            };
+            let body = with_credentials(&record, &secret);
+            state.principals.insert(name.to_string(), record);
+            Ok((body.clone(), Outcome::Json { status: 201, body }))
+        })
+        .await
+    }
+
+    pub async fn drop_principal(&self, ctx: &RequestContext, name: &str) -> CatalogResult<()> {
+        ctx.require_service_admin()?;
+        if name == ROOT {
+            return Err(CatalogError::bad_request(
+                "The root principal cannot be dropped",
+            ));
+        }
+        self.change_security(ctx, Mutation::None, |state| {
+            state
+                .principals
+                .remove(name)
+                .ok_or_else(|| not_found("Principal", name))?;
+            Ok(((), Outcome::NoContent))
+        })
+        .await
+    }
+
+    /// A new secret: with `keep_old`, the current one stays valid as the secondary
+    /// (rotate); else it stops working at once (reset).
+    pub async fn new_principal_secret(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        keep_old: bool,
+    ) -> CatalogResult<serde_json::Value> {
+        ctx.require_service_admin()?;
+        let (_, secret) = new_credentials();
+        self.change_security(ctx, Mutation::None, |state| {
+            let p = state
+                .principals
+                .get_mut(name)
+                .ok_or_else(|| not_found("Principal", name))?;
+            p.secret = if keep_old {
+                p.secret.rotate(&secret)
+            } else {
+                SecretHashes::reset(&secret)
+            };
+            p.version += 1;
+            p.updated_ms = now_ms();
+            let body = with_credentials(p, &secret);
+            Ok((body.clone(), Outcome::Json { status: 200, body }))
+        })
+        .await
+    }
+
+    pub async fn create_principal_role(
+        &self,
+        ctx: &RequestContext,
+        name: &str,
+        properties: Properties,
+    ) -> CatalogResult<()> {
+        ctx.require_service_admin()?;
+        validate_name("Principal role", name)?;
+        self.change_security(ctx, Mutation::None, |state| {
+            if state.principal_roles.contains_key(name) {
+                return Err(CatalogError::AlreadyExists(format!(
+                    "Principal role {name} already exists"
+                )));
+            }
+            let now = now_ms();
+            state.principal_roles.insert(
+                name.to_string(),
+                PrincipalRoleRecord {
+                    name: name.to_string(),
+                    properties: properties.clone(),
+                    catalog_roles: BTreeSet::new(),
+                    created_ms: now,
+                    updated_ms: now,
+                    version: 1,
+                },
+            );
+            Ok((
+                (),
+                Outcome::Json {
+                    status: 201,
+                    body: serde_json::json!({}),
+                },
+            ))
+        })
+        .await
+    }
+
+    pub async fn drop_principal_role(&self, ctx: &RequestContext, name: &str) -> CatalogResult<()> {
+        ctx.require_service_admin()?;
+        if name == SERVICE_ADMIN {
+            return Err(CatalogError::bad_request(
+                "The service_admin role cannot be dropped",
+            ));
+        }
+        self.change_security(ctx, Mutation::None, |state| {
+            state
+                .principal_roles
+                .remove(name)
+                .ok_or_else(|| not_found("Principal role", name))?;
+            for p in state.principals.values_mut() {
+                p.principal_roles.remove(name);
+            }
+            Ok(((), Outcome::NoContent))
+        })
+        .await
+    }
+
+    /// Gives (or, with `assign` false, takes) a principal role to a principal.
+    pub async fn assign_principal_role(
+        &self,
+        ctx: &RequestContext,
+        principal: &str,
+        role: &str,
+        assign: bool,
+    ) -> CatalogResult<()> {
+        ctx.require_service_admin()?;
+        let outcome = if assign {
+            Outcome::Json {
+                status: 201,
+                body: serde_json::json!({}),
+            }
+        } else {
+            Outcome::NoContent
+        };
+        self.change_security(ctx, Mutation::None, |state| {
+            if !state.principal_roles.contains_key(role) {
+                return Err(not_found("Principal role", role));
+            }
+            let p = state
+                .principals
+                .get_mut(principal)
+                .ok_or_else(|| not_found("Principal", principal))?;
+            if assign {
+                p.principal_roles.insert(role.to_string());
+            } else if !p.principal_roles.remove(role) {
+                return Err(not_found("Principal role assignment", role));
+            }
+            Ok(((), outcome.clone()))
+        })
+        .await
+    }
+
+    pub async fn create_catalog_role(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        name: &str,
+        properties: Properties,
+    ) -> CatalogResult<()> {
+        self.get_catalog(catalog).await?;
+        ctx.require(
+            catalog,
+            Privilege::CATALOG_MANAGE_ACCESS,
+            &Securable::Catalog,
+        )?;
+        validate_name("Catalog role", name)?;
+        self.change_security(ctx, Mutation::None, |state| {
+            let roles = state.catalog_roles.entry(catalog.to_string()).or_default();
+            if roles.contains_key(name) {
+                return Err(CatalogError::AlreadyExists(format!(
+                    "Catalog role {name} already exists in {catalog}"
+                )));
+            }
+            let now = now_ms();
+            roles.insert(
+                name.to_string(),
+                CatalogRoleRecord {
+                    name: name.to_string(),
+                    properties: properties.clone(),
+                    grants: BTreeSet::new(),
+                    created_ms: now,
+                    updated_ms: now,
+                    version: 1,
+                },
+            );
+            Ok((
+                (),
+                Outcome::Json {
+                    status: 201,
+                    body: serde_json::json!({}),
+                },
+            ))
+        })
+        .await
+    }
+
+    pub async fn drop_catalog_role(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        name: &str,
+    ) -> CatalogResult<()> {
+        ctx.require(
+            catalog,
+            Privilege::CATALOG_MANAGE_ACCESS,
+            &Securable::Catalog,
+        )?;
+        if name == CATALOG_ADMIN {
+            return Err(CatalogError::bad_request(
+                "The catalog_admin role cannot be dropped",
+            ));
+        }
+        self.change_security(ctx, Mutation::None, |state| {
+            state
+                .catalog_roles
+                .get_mut(catalog)
+                .and_then(|roles| roles.remove(name))
+                .ok_or_else(|| not_found("Catalog role", name))?;
+            for role in state.principal_roles.values_mut() {
+                role.catalog_roles
+                    .remove(&(catalog.to_string(), name.to_string()));
+            }
+            Ok(((), Outcome::NoContent))
+        })
+        .await
+    }
+
+    /// Gives (or takes) a catalog role of `catalog` to a principal role. Needs
+    /// CATALOG_MANAGE_ACCESS on the catalog; giving one to `service_admin` needs
+    /// `service_admin`.
+    pub async fn assign_catalog_role(
+        &self,
+        ctx: &RequestContext,
+        principal_role: &str,
+        catalog: &str,
+        catalog_role: &str,
+        assign: bool,
+    ) -> CatalogResult<()> {
+        ctx.require(
+            catalog,
+            Privilege::CATALOG_MANAGE_ACCESS,
+            &Securable::Catalog,
+        )?;
+        if principal_role == SERVICE_ADMIN {
+            ctx.require_service_admin()?;
+        }
+        let outcome = if assign {
+            Outcome::Json {
+                status: 201,
+                body: serde_json::json!({}),
+            }
+        } else {
+            Outcome::NoContent
+        };
+        self.change_security(ctx, Mutation::None, |state| {
+            let exists = state
+                .catalog_roles
+                .get(catalog)
+                .is_some_and(|r| r.contains_key(catalog_role));
+            if !exists {
+                return Err(not_found("Catalog role", catalog_role));
+            }
+            let role = state
+                .principal_roles
+                .get_mut(principal_role)
+                .ok_or_else(|| not_found("Principal role", principal_role))?;
+            let key = (catalog.to_string(), catalog_role.to_string());
+            if assign {
+                role.catalog_roles.insert(key);
+            } else if !role.catalog_roles.remove(&key) {
+                return Err(not_found("Catalog role assignment", catalog_role));
+            }
+            Ok(((), outcome.clone()))
+        })
+        .await
+    }
+
+    /// Adds (or revokes) a grant on a securable of `catalog` to one of its roles.
+    pub async fn change_grant(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        catalog_role: &str,
+        grant: Grant,
+        add: bool,
+    ) -> CatalogResult<()> {
+        self.get_catalog(catalog).await?;
+        ctx.require(
+            catalog,
+            Privilege::CATALOG_MANAGE_ACCESS,
+            &Securable::Catalog,
+        )?;
+        let outcome = if add {
+            Outcome::Json {
+                status: 201,
+                body: serde_json::json!({}),
+            }
+        } else {
+            Outcome::NoContent
+        };
+        self.change_security(ctx, Mutation::None, |state| {
+            let role = state
+                .catalog_roles
+                .get_mut(catalog)
+                .and_then(|roles| roles.get_mut(catalog_role))
+                .ok_or_else(|| not_found("Catalog role", catalog_role))?;
+            let changed = if add {
+                role.grants.insert(grant.clone())
+            } else {
+                role.grants.remove(&grant)
+            };
+            if changed {
+                role.version += 1;
+                role.updated_ms = now_ms();
+            } else if !add {
+                return Err(not_found("Grant", grant.privilege.as_str()));
+            }
+            Ok(((), outcome.clone()))
+        })
+        .await
+    }
+}

@@ -1,0 +1,180 @@
+//! Authentication: the OAuth2 token endpoint (`/v1/oauth/tokens`, also under Polaris's
+//! `/api/catalog/v1`), and the layer that turns `Authorization: Bearer <token>` into the
+//! request's principal and access (read by `context::Ctx`). With `--auth none` the layer
+//! lets everything through and the catalog authorizes nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine;
+use serde_json::json;
+
+use super::error::ApiError;
+use super::AppState;
+use crate::catalog::security::{OAuthError, TokenRequest};
+
+/// How requests are authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuthMode {
+    /// Everyone may do everything (only for a trusted network; refused on a
+    /// non-loopback address without `--insecure`).
+    None,
+    /// Tokens Floe issues at its token endpoint, to its principals.
+    Internal,
+}
+
+/// Settings of authentication.
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    pub mode: AuthMode,
+    pub token_lifetime: Duration,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        AuthSettings {
+            mode: AuthMode::None,
+            token_lifetime: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Paths served without a token.
+fn is_public(path: &str) -> bool {
+    matches!(
+        path,
+        "/healthz" | "/v1/oauth/tokens" | "/api/catalog/v1/oauth/tokens"
+    )
+}
+
+pub async fn authenticate(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if state.auth.mode == AuthMode::None || is_public(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let token = match bearer(request.headers()) {
+        Some(token) => token,
+        None => {
+            return unauthorized("Authentication required: send Authorization: Bearer <token> (client credentials at /v1/oauth/tokens)")
+        }
+    };
+    match state.catalog.authenticate(&token).await {
+        Ok((principal, access)) => {
+            request.extensions_mut().insert(principal);
+            request.extensions_mut().insert::<Arc<_>>(access);
+            next.run(request).await
+        }
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty())
+        .then(|| token.trim().to_string())
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response =
+        ApiError::new(StatusCode::UNAUTHORIZED, "NotAuthorizedException", message).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Bearer"),
+    );
+    response
+}
+
+/// `POST /v1/oauth/tokens`: form fields, or client credentials in HTTP Basic.
+pub async fn token(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if state.auth.mode == AuthMode::None {
+        return oauth_error(&OAuthError {
+            status: 400,
+            error: "unsupported_grant_type",
+            description:
+                "This server runs without authentication (--auth none); no tokens are needed".into(),
+        });
+    }
+    let form_ok = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    if !form_ok {
+        return oauth_error(&OAuthError {
+            status: 400,
+            error: "invalid_request",
+            description: "The request is invalid: send application/x-www-form-urlencoded".into(),
+        });
+    }
+    let mut request = TokenRequest::default();
+    for (key, value) in url::form_urlencoded::parse(&body) {
+        let value = Some(value.into_owned());
+        match key.as_ref() {
+            "grant_type" => request.grant_type = value,
+            "client_id" => request.client_id = value,
+            "client_secret" => request.client_secret = value,
+            "scope" => request.scope = value,
+            "subject_token" => request.subject_token = value,
+            "subject_token_type" => request.subject_token_type = value,
+            "requested_token_type" => request.requested_token_type = value,
+            _ => {}
+        }
+    }
+    if let Some((id, secret)) = basic(&headers) {
+        request.client_id = Some(id);
+        request.client_secret = Some(secret);
+    }
+    match state
+        .catalog
+        .issue_token(&request, state.auth.token_lifetime)
+        .await
+    {
+        Ok(issued) => (
+            [(header::CACHE_CONTROL, "no-store")],
+            Json(json!({
+                "access_token": issued.access_token,
+                "token_type": "bearer",
+                "issued_token_type": crate::auth::tokens::ACCESS_TOKEN_TYPE,
+                "expires_in": issued.expires_in,
+                "scope": issued.scope,
+            })),
+        )
+            .into_response(),
+        Err(e) => oauth_error(&e),
+    }
+}
+
+fn basic(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let (id, secret) = text.split_once(':')?;
+    Some((id.to_string(), secret.to_string()))
+}
+
+fn oauth_error(e: &OAuthError) -> Response {
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST);
+    (
+        status,
+        Json(json!({ "error": e.error, "error_description": e.description })),
+    )
+        .into_response()
+}
