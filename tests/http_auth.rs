@@ -1,0 +1,623 @@
+//! Authentication and authorization over HTTP: bad tokens are 401, missing privileges
+//! 403 with nothing changed, the token endpoint answers abuse with OAuth2 error bodies,
+//! a catalog admin cannot reach beyond its catalog, and revocations take effect on the
+//! next request. Runs on the embedded store, and on PostgreSQL when
+//! `FLOE_TEST_DATABASE_URL` is set.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+const ROOT_ID: &str = "root-id";
+const ROOT_SECRET: &str = "root-secret-0123456789";
+
+async fn secure_server() -> Server {
+    secure_server_with(|_| {}).await
+}
+
+async fn secure_server_with(configure: impl FnOnce(&mut floe::server::ServerConfig)) -> Server {
+    Server::start_with(|c| {
+        c.auth.mode = floe::http::auth::AuthMode::Internal;
+        c.bootstrap_credentials = Some((ROOT_ID.into(), ROOT_SECRET.into()));
+        configure(c);
+    })
+    .await
+}
+
+async fn token_response(s: &Server, form: &[(&str, &str)]) -> Resp {
+    let request = s.client.post(s.url("/v1/oauth/tokens")).form(form);
+    s.send(format!("POST /v1/oauth/tokens {form:?}"), request)
+        .await
+}
+
+async fn token(s: &Server, id: &str, secret: &str, scope: &str) -> String {
+    let r = token_response(
+        s,
+        &[
+            ("grant_type", "client_credentials"),
+            ("client_id", id),
+            ("client_secret", secret),
+            ("scope", scope),
+        ],
+    )
+    .await
+    .ok(200);
+    let body = r.json();
+    assert_eq!(body["token_type"], "bearer");
+    assert!(body["expires_in"].as_i64().unwrap() > 0);
+    body["access_token"].as_str().unwrap().to_string()
+}
+
+/// A client acting with one token.
+struct As<'a> {
+    s: &'a Server,
+    bearer: String,
+}
+
+impl<'a> As<'a> {
+    fn new(s: &'a Server, token: &str) -> Self {
+        As {
+            s,
+            bearer: format!("Bearer {token}"),
+        }
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Resp {
+        self.s
+            .call_with(method, path, body, &[("authorization", &self.bearer)])
+            .await
+    }
+
+    async fn get(&self, path: &str) -> Resp {
+        self.call(Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Resp {
+        self.call(Method::POST, path, Some(body)).await
+    }
+
+    async fn put(&self, path: &str, body: &Value) -> Resp {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
+    async fn delete(&self, path: &str) -> Resp {
+        self.call(Method::DELETE, path, None).await
+    }
+}
+
+const MGMT: &str = "/api/management/v1";
+
+/// Creates a principal holding a new principal role that holds a new catalog role of
+/// `catalog` with `grants`; returns its client id and secret.
+async fn principal_with(
+    root: &As<'_>,
+    name: &str,
+    catalog: &str,
+    grants: &[Value],
+) -> (String, String) {
+    let created = root
+        .post(
+            &format!("{MGMT}/principals"),
+            &json!({"principal": {"name": name}}),
+        )
+        .await
+        .ok(201)
+        .json();
+    let credentials = &created["credentials"];
+    let (id, secret) = (
+        credentials["clientId"].as_str().unwrap().to_string(),
+        credentials["clientSecret"].as_str().unwrap().to_string(),
+    );
+    let role = format!("{name}_role");
+    root.post(
+        &format!("{MGMT}/principal-roles"),
+        &json!({"principalRole": {"name": role}}),
+    )
+    .await
+    .ok(201);
+    root.put(
+        &format!("{MGMT}/principals/{name}/principal-roles"),
+        &json!({"principalRole": {"name": role}}),
+    )
+    .await
+    .ok(201);
+    root.post(
+        &format!("{MGMT}/catalogs/{catalog}/catalog-roles"),
+        &json!({"catalogRole": {"name": role}}),
+    )
+    .await
+    .ok(201);
+    root.put(
+        &format!("{MGMT}/principal-roles/{role}/catalog-roles/{catalog}"),
+        &json!({"catalogRole": {"name": role}}),
+    )
+    .await
+    .ok(201);
+    for grant in grants {
+        root.put(
+            &format!("{MGMT}/catalogs/{catalog}/catalog-roles/{role}/grants"),
+            &json!({ "grant": grant }),
+        )
+        .await
+        .ok(201);
+    }
+    (id, secret)
+}
+
+fn on_namespace(privilege: &str) -> Value {
+    json!({"type": "namespace", "namespace": ["db"], "privilege": privilege})
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_token_are_401() {
+    let s = secure_server().await;
+    let path = format!("{V1}/namespaces");
+    s.get(&path).await.error(401, "NotAuthorizedException");
+    for bad in ["Bearer", "Bearer garbage", "Basic cm9vdDpy", "bearer a.b.c"] {
+        s.get_with(&path, &[("authorization", bad)])
+            .await
+            .error(401, "NotAuthorizedException");
+    }
+    // alg: none, and a token another server signed (its own key).
+    use base64::Engine;
+    let b64 = |v: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v);
+    let none = format!(
+        "{}.{}.",
+        b64(r#"{"alg":"none","typ":"JWT"}"#),
+        b64(
+            r#"{"iss":"floe","sub":"root","exp":9999999999,"iat":0,"jti":"x","client_id":"x","scope":"service_admin"}"#
+        )
+    );
+    let other = secure_server().await;
+    let foreign = token(&other, ROOT_ID, ROOT_SECRET, "catalog").await;
+    for t in [none, foreign] {
+        As::new(&s, &t)
+            .get(&path)
+            .await
+            .error(401, "NotAuthorizedException");
+    }
+    // Health and the token endpoint need no token.
+    s.get("/healthz").await.ok(200);
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    root.get(&path).await.ok(200);
+}
+
+#[tokio::test]
+async fn expired_tokens_and_deleted_principals_are_401() {
+    let s = secure_server_with(|c| c.auth.token_lifetime = Duration::from_secs(1)).await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    let (id, secret) = principal_with(&root, "temp", "default", &[]).await;
+    let temp = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    temp.get("/v1/config").await.ok(200);
+    root.delete(&format!("{MGMT}/principals/temp"))
+        .await
+        .ok(204);
+    temp.get("/v1/config")
+        .await
+        .error(401, "NotAuthorizedException");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    root.get("/v1/config")
+        .await
+        .error(401, "NotAuthorizedException");
+}
+
+#[tokio::test]
+async fn the_token_endpoint_answers_abuse_with_oauth_errors() {
+    let s = secure_server().await;
+    let oauth = |r: Resp, status: u16, error: &str| {
+        assert_eq!(r.status, status, "{}: {}", r.what, r.body);
+        let body = r.json();
+        assert_eq!(body["error"], error, "{}", r.body);
+        assert!(body["error_description"].is_string());
+    };
+    let creds = |extra: &[(&'static str, &'static str)]| {
+        let mut form = vec![("client_id", ROOT_ID), ("client_secret", ROOT_SECRET)];
+        form.extend_from_slice(extra);
+        form
+    };
+    oauth(
+        token_response(&s, &creds(&[("grant_type", "password")])).await,
+        400,
+        "unsupported_grant_type",
+    );
+    oauth(
+        token_response(&s, &[("grant_type", "client_credentials")]).await,
+        400,
+        "invalid_client",
+    );
+    let huge = "PRINCIPAL_ROLE:x ".repeat(1000);
+    let huge: &'static str = Box::leak(huge.into_boxed_str());
+    oauth(
+        token_response(
+            &s,
+            &creds(&[("grant_type", "client_credentials"), ("scope", huge)]),
+        )
+        .await,
+        400,
+        "invalid_scope",
+    );
+    oauth(
+        token_response(
+            &s,
+            &creds(&[
+                ("grant_type", "client_credentials"),
+                ("scope", "PRINCIPAL_ROLE:nobody"),
+            ]),
+        )
+        .await,
+        400,
+        "invalid_scope",
+    );
+    oauth(
+        token_response(
+            &s,
+            &[
+                ("grant_type", "client_credentials"),
+                ("client_id", ROOT_ID),
+                ("client_secret", "wrong"),
+            ],
+        )
+        .await,
+        401,
+        "unauthorized_client",
+    );
+    let json_body = s
+        .post(
+            "/v1/oauth/tokens",
+            &json!({"grant_type": "client_credentials"}),
+        )
+        .await;
+    oauth(json_body, 400, "invalid_request");
+    // HTTP Basic, and a refresh by token exchange.
+    let basic = s
+        .client
+        .post(s.url("/api/catalog/v1/oauth/tokens"))
+        .basic_auth(ROOT_ID, Some(ROOT_SECRET))
+        .form(&[
+            ("grant_type", "client_credentials"),
+            ("scope", "PRINCIPAL_ROLE:ALL"),
+        ]);
+    let first = s.send("basic".into(), basic).await.ok(200).json();
+    let subject = first["access_token"].as_str().unwrap();
+    let refreshed = token_response(
+        &s,
+        &[
+            (
+                "grant_type",
+                "urn:ietf:params:oauth:grant-type:token-exchange",
+            ),
+            ("subject_token", subject),
+            (
+                "subject_token_type",
+                "urn:ietf:params:oauth:token-type:access_token",
+            ),
+            ("scope", "catalog"),
+        ],
+    )
+    .await
+    .ok(200)
+    .json();
+    As::new(&s, refreshed["access_token"].as_str().unwrap())
+        .get("/v1/config")
+        .await
+        .ok(200);
+    oauth(
+        token_response(
+            &s,
+            &[
+                (
+                    "grant_type",
+                    "urn:ietf:params:oauth:grant-type:token-exchange",
+                ),
+                ("subject_token", "not-a-token"),
+            ],
+        )
+        .await,
+        400,
+        "invalid_grant",
+    );
+}
+
+#[tokio::test]
+async fn roles_by_operation_allowed_and_denied() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["db"]}))
+        .await
+        .ok(200);
+    root.post(
+        &format!("{V1}/namespaces"),
+        &json!({"namespace": ["other"]}),
+    )
+    .await
+    .ok(200);
+    root.post(
+        &tables_url(&["db"]),
+        &json!({"name": "t", "schema": schema()}),
+    )
+    .await
+    .ok(200);
+    root.post(
+        &tables_url(&["other"]),
+        &json!({"name": "t", "schema": schema()}),
+    )
+    .await
+    .ok(200);
+    let (rid, rsecret) = principal_with(
+        &root,
+        "reader",
+        "default",
+        &[on_namespace("TABLE_READ_DATA")],
+    )
+    .await;
+    let (wid, wsecret) = principal_with(
+        &root,
+        "writer",
+        "default",
+        &[
+            on_namespace("TABLE_WRITE_DATA"),
+            on_namespace("TABLE_CREATE"),
+        ],
+    )
+    .await;
+    let reader = As::new(&s, &token(&s, &rid, &rsecret, "catalog").await);
+    let writer = As::new(&s, &token(&s, &wid, &wsecret, "catalog").await);
+    let commit = json!({"updates": [{"action": "set-properties", "updates": {"k": "v"}}]});
+    let create = json!({"name": "new", "schema": schema()});
+    let state = |s: &Server| {
+        let dir = s.data_dir();
+        async move { tree(&dir) }
+    };
+    let before = state(&s).await;
+    // Reader: loads and lists tables in db; nothing else.
+    reader.get(&table_url(&["db"], "t")).await.ok(200);
+    reader.get(&tables_url(&["db"])).await.ok(200);
+    reader
+        .get(&table_url(&["other"], "t"))
+        .await
+        .error(403, "ForbiddenException");
+    reader
+        .post(&table_url(&["db"], "t"), &commit)
+        .await
+        .error(403, "ForbiddenException");
+    reader
+        .post(&tables_url(&["db"]), &create)
+        .await
+        .error(403, "ForbiddenException");
+    reader
+        .delete(&table_url(&["db"], "t"))
+        .await
+        .error(403, "ForbiddenException");
+    reader
+        .delete(&ns_url(&["db"]))
+        .await
+        .error(403, "ForbiddenException");
+    reader
+        .post(&format!("{V1}/namespaces"), &json!({"namespace": ["x"]}))
+        .await
+        .error(403, "ForbiddenException");
+    // A transaction touching a table the caller may not write is refused whole.
+    let txn = json!({"table-changes": [
+        {"identifier": {"namespace": ["db"], "name": "t"}, "requirements": [], "updates": commit["updates"]},
+        {"identifier": {"namespace": ["other"], "name": "t"}, "requirements": [], "updates": commit["updates"]},
+    ]});
+    writer
+        .post(&format!("{V1}/transactions/commit"), &txn)
+        .await
+        .error(403, "ForbiddenException");
+    assert_eq!(state(&s).await, before, "403s changed nothing");
+    // Writer: commits and creates in db.
+    writer.post(&table_url(&["db"], "t"), &commit).await.ok(200);
+    writer.post(&tables_url(&["db"]), &create).await.ok(200);
+    writer
+        .post(&table_url(&["other"], "t"), &commit)
+        .await
+        .error(403, "ForbiddenException");
+    writer
+        .delete(&table_url(&["db"], "t"))
+        .await
+        .error(403, "ForbiddenException");
+    // Management needs the right roles.
+    reader
+        .get(&format!("{MGMT}/principals"))
+        .await
+        .error(403, "ForbiddenException");
+    reader
+        .post(
+            &format!("{MGMT}/catalogs"),
+            &json!({"catalog": {"name": "x", "type": "INTERNAL", "properties": {}}}),
+        )
+        .await
+        .error(403, "ForbiddenException");
+    let listed = reader.get(&format!("{MGMT}/catalogs")).await.ok(200).json();
+    assert_eq!(
+        listed["catalogs"].as_array().unwrap().len(),
+        1,
+        "sees the catalog it has grants in"
+    );
+}
+
+#[tokio::test]
+async fn a_catalog_admin_cannot_reach_beyond_its_catalog() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    root.post(
+        &format!("{MGMT}/catalogs"),
+        &json!({"catalog": {"name": "b", "type": "INTERNAL", "properties": {}}}),
+    )
+    .await
+    .ok(201);
+    let (id, secret) = principal_with(
+        &root,
+        "admin_a",
+        "default",
+        &[json!({"type": "catalog", "privilege": "CATALOG_MANAGE_ACCESS"})],
+    )
+    .await;
+    let admin = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    // Within its catalog: roles and grants.
+    admin
+        .post(
+            &format!("{MGMT}/catalogs/default/catalog-roles"),
+            &json!({"catalogRole": {"name": "analysts"}}),
+        )
+        .await
+        .ok(201);
+    admin
+        .put(
+            &format!("{MGMT}/catalogs/default/catalog-roles/analysts/grants"),
+            &json!({"grant": {"type": "catalog", "privilege": "TABLE_READ_DATA"}}),
+        )
+        .await
+        .ok(201);
+    // Not in catalog b, not service_admin, not principals or their secrets.
+    let forbidden = [
+        admin
+            .post(
+                &format!("{MGMT}/catalogs/b/catalog-roles"),
+                &json!({"catalogRole": {"name": "mine"}}),
+            )
+            .await,
+        admin
+            .put(
+                &format!("{MGMT}/catalogs/b/catalog-roles/catalog_admin/grants"),
+                &json!({"grant": {"type": "catalog", "privilege": "CATALOG_MANAGE_CONTENT"}}),
+            )
+            .await,
+        admin
+            .put(
+                &format!("{MGMT}/principals/admin_a/principal-roles"),
+                &json!({"principalRole": {"name": "service_admin"}}),
+            )
+            .await,
+        admin
+            .put(
+                &format!("{MGMT}/principal-roles/service_admin/catalog-roles/default"),
+                &json!({"catalogRole": {"name": "analysts"}}),
+            )
+            .await,
+        admin.get(&format!("{MGMT}/principals")).await,
+        admin
+            .post(&format!("{MGMT}/principals/root/rotate"), &json!({}))
+            .await,
+        admin.get(&format!("{MGMT}/catalogs/b/catalog-roles")).await,
+    ];
+    for r in forbidden {
+        r.error(403, "ForbiddenException");
+    }
+    // It still cannot read data: managing access is not using it.
+    admin
+        .get(&tables_url(&["db"]))
+        .await
+        .error(403, "ForbiddenException");
+}
+
+#[tokio::test]
+async fn revocations_take_effect_on_the_next_request() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["db"]}))
+        .await
+        .ok(200);
+    let grant = on_namespace("NAMESPACE_READ_PROPERTIES");
+    let (id, secret) = principal_with(&root, "p", "default", &[grant.clone()]).await;
+    let p = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    p.get(&ns_url(&["db"])).await.ok(200);
+    root.post(
+        &format!("{MGMT}/catalogs/default/catalog-roles/p_role/grants"),
+        &json!({"grant": grant}),
+    )
+    .await
+    .ok(204);
+    p.get(&ns_url(&["db"]))
+        .await
+        .error(403, "ForbiddenException");
+    root.put(
+        &format!("{MGMT}/catalogs/default/catalog-roles/p_role/grants"),
+        &json!({"grant": grant}),
+    )
+    .await
+    .ok(201);
+    p.get(&ns_url(&["db"])).await.ok(200);
+    root.delete(&format!("{MGMT}/principals/p/principal-roles/p_role"))
+        .await
+        .ok(204);
+    p.get(&ns_url(&["db"]))
+        .await
+        .error(403, "ForbiddenException");
+    // A grant listing shows what is granted, and bad grants are 400s.
+    let grants = root
+        .get(&format!(
+            "{MGMT}/catalogs/default/catalog-roles/p_role/grants"
+        ))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(grants["grants"], json!([grant]));
+    root.put(
+        &format!("{MGMT}/catalogs/default/catalog-roles/p_role/grants"),
+        &json!({"grant": {"type": "table", "namespace": ["db"], "privilege": "TABLE_READ_DATA"}}),
+    )
+    .await
+    .error(400, "BadRequestException");
+    root.put(
+        &format!("{MGMT}/catalogs/default/catalog-roles/p_role/grants"),
+        &json!({"grant": {"type": "catalog", "privilege": "EAT_TABLES"}}),
+    )
+    .await
+    .error(400, "BadRequestException");
+}
+
+#[tokio::test]
+async fn secrets_rotate_reset_and_tokens_survive_a_restart() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    let (id, old) = principal_with(&root, "svc", "default", &[]).await;
+    let listed = root.get(&format!("{MGMT}/principals")).await.ok(200);
+    assert!(
+        !listed.body.contains(&old),
+        "a listing never shows a secret"
+    );
+    let rotated = root
+        .post(&format!("{MGMT}/principals/svc/rotate"), &json!({}))
+        .await
+        .ok(200)
+        .json();
+    let new = rotated["credentials"]["clientSecret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    token(&s, &id, &old, "catalog").await; // the old one is the secondary now
+    token(&s, &id, &new, "catalog").await;
+    let reset = root
+        .post(&format!("{MGMT}/principals/svc/reset"), &json!({}))
+        .await
+        .ok(200)
+        .json();
+    let newest = reset["credentials"]["clientSecret"].as_str().unwrap();
+    for gone in [&old, &new] {
+        let r = token_response(
+            &s,
+            &[
+                ("grant_type", "client_credentials"),
+                ("client_id", &id),
+                ("client_secret", gone),
+            ],
+        )
+        .await;
+        assert_eq!(r.status, 401, "{}", r.body);
+    }
+    let fresh = token(&s, &id, newest, "catalog").await;
+    // The signing key is in the store: another server over the same data (a restart,
+    // or another node) accepts the token. (On PostgreSQL every test has a schema of its
+    // own, so this part runs on the embedded store.)
+    if std::env::var("FLOE_TEST_DATABASE_URL").is_err() {
+        let data_dir = s.data_dir();
+        let again = secure_server_with(|c| c.data_dir = data_dir).await;
+        As::new(&again, &fresh).get("/v1/config").await.ok(200);
+    }
+}
