@@ -524,7 +524,7 @@ async fn revocations_take_effect_on_the_next_request() {
         .await
         .ok(200);
     let grant = on_namespace("NAMESPACE_READ_PROPERTIES");
-    let (id, secret) = principal_with(&root, "p", "default", &[grant.clone()]).await;
+    let (id, secret) = principal_with(&root, "p", "default", std::slice::from_ref(&grant)).await;
     let p = As::new(&s, &token(&s, &id, &secret, "catalog").await);
     p.get(&ns_url(&["db"])).await.ok(200);
     root.post(
