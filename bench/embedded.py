@@ -72,7 +72,10 @@ def wait_ready(url, proc, timeout=120):
 class Server:
     def __init__(self, name, base, proc, data_dir):
         self.name, self.base, self.proc, self.data_dir = name, base, proc, data_dir
-        config = http("GET", f"{base}/v1/config?warehouse=default")
+        try:
+            config = http("GET", f"{base}/v1/config?warehouse=default")
+        except urllib.error.HTTPError:  # authentication required: Floe's default catalog
+            config = {"overrides": {"prefix": "default"}}
         prefix = {**config.get("defaults", {}), **config.get("overrides", {})}.get("prefix")
         self.api = f"{base}/v1/{prefix}" if prefix else f"{base}/v1"
 
@@ -85,8 +88,10 @@ class Server:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def start_floe(database_url=None, log="warn", log_file=None):
-    """Starts `floe serve`; its log lines go to `log_file` (default: discarded)."""
+def start_floe(database_url=None, log="warn", log_file=None, auth="none", env=None):
+    """Starts `floe serve`; its log lines go to `log_file` (default: discarded). Floe
+    serves with `--auth none` here unless `auth` says otherwise (then `env` should carry
+    FLOE_BOOTSTRAP_CREDENTIALS)."""
     data = tempfile.mkdtemp(prefix="floe-bench-")
     port = free_port()
     store = []
@@ -96,8 +101,9 @@ def start_floe(database_url=None, log="warn", log_file=None):
         store = ["--database-url", database_url.rsplit("/", 1)[0] + "/" + name]
     proc = subprocess.Popen(
         [str(ROOT / "target/release/floe"), "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", data,
-         "--log", log, *store],
-        stdout=subprocess.DEVNULL, stderr=log_file or subprocess.DEVNULL)
+         "--log", log, "--auth", auth, *store],
+        stdout=subprocess.DEVNULL, stderr=log_file or subprocess.DEVNULL,
+        env=dict(os.environ, **(env or {})))
     wait_ready(f"http://127.0.0.1:{port}/healthz", proc)
     return Server("floe-pg" if database_url else "floe", f"http://127.0.0.1:{port}", proc, data)
 
@@ -136,9 +142,11 @@ def parse_wrk(out):
             "non2xx": int(non2xx.group(1)) if non2xx else 0, "socket_errors": errors.group(1) if errors else ""}
 
 
-def wrk(url, connections, seconds, script=None, env=None):
+def wrk(url, connections, seconds, script=None, env=None, headers=()):
     threads = min(2, connections)
     cmd = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency", url]
+    for header in headers:
+        cmd[1:1] = ["-H", header]
     if script:
         cmd[1:1] = ["-s", str(BENCH / script)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})), check=True).stdout

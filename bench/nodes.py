@@ -31,7 +31,7 @@ def start_nodes(count, database_url, work):
     for i in range(count):
         port = free_port()
         args = [str(FLOE), "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", str(work / f"node{i}"),
-                "--warehouse", f"file://{warehouse}", "--log", "warn"]
+                "--warehouse", f"file://{warehouse}", "--log", "warn", "--auth", "none"]
         if database_url:
             args += ["--database-url", database_url, "--db-pool-size", "20"]
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
