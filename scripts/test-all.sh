@@ -10,14 +10,15 @@
 #   3. cargo clippy --release --all-targets -- -D warnings
 #   4. cargo test --release
 #   5. the Iceberg REST Compatibility Kit      (tests/rck/run.sh)
-#   6. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
-#   7. pytest tests/e2e                        (PyIceberg + crash tests)
+#   6. a bounded schemathesis fuzz of the spec (tests/fuzz/run.sh, ~1-2 min)
+#   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
+#   8. pytest tests/e2e                        (PyIceberg + crash tests)
 # A failing step does not stop the later ones (the server-dependent ones are
 # skipped when the build fails). The last line is "N passed, N failed[, N skipped]"
 # counting steps, and the exit status is non-zero if any step failed.
 #
 # Optional environment: FLOE_BIN (server binary, default target/release/floe),
-# SKIP_RCK=1, SKIP_E2E=1 (skip those steps; reported as skipped), PYTEST_ARGS,
+# SKIP_RCK=1, SKIP_FUZZ=1, SKIP_E2E=1 (skip those steps; reported as skipped), PYTEST_ARGS,
 # FLOE_TEST_STORES ("embedded postgres" by default: after the embedded-store run, the
 # catalog tests run again on PostgreSQL; "embedded" leaves PostgreSQL out),
 # E2E_TIMEOUT (seconds, default 1800); tests/rck/run.sh documents its own.
@@ -171,6 +172,19 @@ elif ((!build_ok)); then
   skip_step "Iceberg REST Compatibility Kit" "no server binary"
 else
   run_step "Iceberg REST Compatibility Kit (tests/rck/run.sh)" "$ROOT/tests/rck/run.sh" || true
+fi
+
+# ---------------------------------------------------------------------------
+# Schemathesis: every operation of the spec, generated and mutated requests, checked for
+# 5xx, undeclared statuses, response schemas, content types and 405s (tests/fuzz/README.md)
+# ---------------------------------------------------------------------------
+if [[ "${SKIP_FUZZ:-0}" == 1 ]]; then
+  skip_step "schemathesis fuzz" "SKIP_FUZZ=1"
+elif ((!build_ok)); then
+  skip_step "schemathesis fuzz" "no server binary"
+else
+  run_step "schemathesis fuzz of the REST spec (tests/fuzz/run.sh)" \
+    env FUZZ_TIMEOUT=600 "$ROOT/tests/fuzz/run.sh" || true
 fi
 
 # ---------------------------------------------------------------------------

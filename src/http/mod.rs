@@ -75,12 +75,14 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
             management::routes().merge(principals::routes()),
         )
         .route("/healthz", get(healthz))
-        .fallback(unknown_route)
-        .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(
+        // A route layer, added before the 405 fallback, so that the fallback stays outside
+        // it: an undeclared method is a 405 even when it carries a reused Idempotency-Key.
+        .route_layer(middleware::from_fn_with_state(
             state.clone(),
             idempotency::idempotency,
         ))
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::authenticate,
