@@ -135,7 +135,7 @@ async fn a_final_rejection_is_replayed_too() {
 }
 
 #[tokio::test]
-async fn a_key_reused_for_another_request_is_a_400() {
+async fn a_key_reused_for_another_request_is_a_422() {
     let s = Server::start().await;
     let k = key();
     let create = |name: &str| json!({ "namespace": [name] });
@@ -155,10 +155,10 @@ async fn a_key_reused_for_another_request_is_a_400() {
         &[(KEY, &k)],
     )
     .await
-    .error(400, "BadRequestException");
+    .error(422, "UnprocessableEntityException");
     s.call_with(Method::DELETE, &ns_url(&["a"]), None, &[(KEY, &k)])
         .await
-        .error(400, "BadRequestException");
+        .error(422, "UnprocessableEntityException");
     // A method the route does not serve is a 405 before the key is looked at.
     let put = s
         .call_with(Method::PUT, &ns_url(&["a"]), None, &[(KEY, &k)])

@@ -7,8 +7,8 @@
 //!   (see `Catalog::batch`): acknowledged changes and their keys commit together.
 //! - A final rejection (a deterministic 4xx) is recorded here, after the handler; 5xx,
 //!   401, 403, 408, 419 and 429 are not final and are not recorded.
-//! - The same key with another method, path, query or body is a 400: the spec names no
-//!   status for it, and 400 (`BadRequestException`) is one every operation declares.
+//! - The same key with another method, path, query or body is a 422, as the IETF
+//!   Idempotency-Key draft says (the Iceberg spec names no status for it).
 //! - Two requests with one key at once: the second finds the key taken when it tries to
 //!   commit (nothing of it is applied) and answers with the first one's outcome.
 
@@ -144,8 +144,8 @@ fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &[u8]) -> String {
 fn replay(record: &IdempotencyRecord, fingerprint: &str) -> Response {
     if record.fingerprint != fingerprint {
         return ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "BadRequestException",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "UnprocessableEntityException",
             "Idempotency-Key was already used for a different request; use a new key for a new operation",
         )
         .into_response();

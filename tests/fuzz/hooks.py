@@ -9,16 +9,18 @@ Two things, both printed at start so that nothing is hidden:
      very responses, use `IcebergErrorResponse` ({"error": {...}}). Floe answers every error
      with the wrapper, so those responses are checked against `IcebergErrorResponse`.
 
-2. FLOE_FUZZ_FRESH_KEYS=1 (exploration): every well-formed `Idempotency-Key` is replaced by
+2. FLOE_FUZZ_FRESH_KEYS=1 (run.sh's default): every well-formed `Idempotency-Key` is replaced by
    a fresh UUID, so that requests reach the handlers instead of being refused as a reuse of
    one key for a different request (the spec's example key, and hypothesis's seeded UUIDs,
-   repeat across operations). Off by default: the status of that refusal is checked too.
+   repeat across operations). With 0, most mutations are refused as a reused key (see 3).
 
 3. Accepted deviations from the spec (the project's rules), dropped with `filter_failure`:
    - POST /v1/{prefix}/namespaces under a parent that does not exist answers
      404 NoSuchNamespaceException, a status the spec does not declare for that operation.
    - POST .../tables/{table}/sign (S3 remote signing) is not served: Floe does not advertise
      it in /v1/config `endpoints`, so clients never call it; the route answers 404.
+   - A mutation whose Idempotency-Key was already used for another request is a 422
+     (IETF Idempotency-Key draft), undeclared for most operations.
 """
 
 from __future__ import annotations
@@ -103,4 +105,11 @@ def filter_failure(context, failure, case, response) -> bool:
         and failure.code == "ST103"
     ):
         return False  # accepted: remote signing is not served (nor advertised)
+    if (
+        response.status_code == 422
+        and failure.code == "ST103"
+        and _error_type(response) == "UnprocessableEntityException"
+        and b"Idempotency-Key was already used" in (response.content or b"")
+    ):
+        return False  # accepted: a reused Idempotency-Key
     return True

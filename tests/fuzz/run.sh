@@ -29,7 +29,9 @@
 #   FUZZ_EXTRA_ARGS      more `st run` arguments (word-split), e.g. "--include-path-regex views"
 #   FLOE_FUZZ_AUTH       internal (Floe's default: OAuth2 token of the root principal) or none
 #   FLOE_FUZZ_ERRATA=0   fuzz the spec exactly as published (see hooks.py)
-#   FLOE_FUZZ_FRESH_KEYS=1  a fresh UUID for every well-formed Idempotency-Key (see hooks.py)
+#   FLOE_FUZZ_FRESH_KEYS    1 (default): a fresh UUID for every well-formed Idempotency-Key, so
+#                        that mutations reach their handlers; 0: keep the generated keys
+#                        (most mutations are then refused as a reused key; see hooks.py)
 #   HEALTH_TIMEOUT       seconds to wait for /healthz       (default: 60)
 #   KEEP_DATA=1          keep the server's data dir
 set -euo pipefail
@@ -224,6 +226,7 @@ log "seeded namespaces fuzz, fuzz.child, table fuzz.t, view fuzz.v in catalog 'd
 
 # --- (c) schemathesis ----------------------------------------------------------
 export SCHEMATHESIS_HOOKS="$FUZZ_DIR/hooks.py"
+export FLOE_FUZZ_FRESH_KEYS="${FLOE_FUZZ_FRESH_KEYS:-1}"
 # shellcheck disable=SC2206 # FUZZ_EXTRA_ARGS is split on purpose
 st_cmd=(
   "$VENV/bin/st" --config-file "$FUZZ_DIR/schemathesis.toml" run "$SPEC"

@@ -52,11 +52,11 @@ def test_a_retry_on_the_other_node_gets_the_first_answer(cluster):
     assert loaded["metadata-location"] == first.json()["metadata-location"]
     assert len(loaded["metadata"]["metadata-log"]) == 1  # exactly one commit after the create
 
-    # The same key for another request, on either node: 400, nothing changed.
+    # The same key for another request, on either node: 422, nothing changed.
     other = {"updates": [{"action": "set-properties", "updates": {"n": "2"}}]}
     for api in (a, b):
         r = api.commit_table(CATALOG, NAMESPACE, "t", other, headers={"Idempotency-Key": k})
-        assert r.status_code == 400, describe(r)
+        assert r.status_code == 422, describe(r)
     assert a.load_table(CATALOG, NAMESPACE, "t").json()["metadata"]["properties"]["n"] == "1"
 
 
