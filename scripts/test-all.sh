@@ -13,15 +13,20 @@
 #   6. a bounded schemathesis fuzz of the spec (tests/fuzz/run.sh, ~1-2 min)
 #   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
 #   8. pytest tests/e2e                        (PyIceberg + crash tests)
+#   9. Spark and DuckDB end to end with credentials (tests/engines/run.sh: its own venv
+#      .cache/engines-venv, the Iceberg Spark runtime jar from Maven Central; ~1.5 min,
+#      ~2 min more the first time)
 # A failing step does not stop the later ones (the server-dependent ones are
 # skipped when the build fails). The last line is "N passed, N failed[, N skipped]"
 # counting steps, and the exit status is non-zero if any step failed.
 #
 # Optional environment: FLOE_BIN (server binary, default target/release/floe),
-# SKIP_RCK=1, SKIP_FUZZ=1, SKIP_E2E=1 (skip those steps; reported as skipped), PYTEST_ARGS,
+# SKIP_RCK=1, SKIP_FUZZ=1, SKIP_E2E=1, SKIP_ENGINES=1 (skip those steps; reported as
+# skipped), PYTEST_ARGS,
 # FLOE_TEST_STORES ("embedded postgres" by default: after the embedded-store run, the
 # catalog tests run again on PostgreSQL; "embedded" leaves PostgreSQL out),
-# E2E_TIMEOUT (seconds, default 1800); tests/rck/run.sh documents its own.
+# E2E_TIMEOUT (seconds, default 1800); tests/rck/run.sh and tests/engines/run.sh document
+# their own.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -240,6 +245,19 @@ else
   else
     run_step "pytest tests/e2e (FLOE_BIN=$FLOE_BIN)" run_pytest || true
   fi
+fi
+
+# ---------------------------------------------------------------------------
+# Spark (Iceberg Java) and DuckDB against a server with authentication on: client
+# credentials, token refresh across expiry, refusals (tests/engines/README.md)
+# ---------------------------------------------------------------------------
+if [[ "${SKIP_ENGINES:-0}" == 1 ]]; then
+  skip_step "Spark and DuckDB end to end" "SKIP_ENGINES=1"
+elif ((!build_ok)); then
+  skip_step "Spark and DuckDB end to end" "no server binary"
+else
+  run_step "Spark and DuckDB end to end with credentials (tests/engines/run.sh)" \
+    "$ROOT/tests/engines/run.sh" || true
 fi
 
 # ---------------------------------------------------------------------------
