@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use crate::auth::oidc::IdentityProvider;
+use crate::catalog::security::Authenticators;
 use crate::catalog::{Catalog, CatalogSettings};
 use crate::http::auth::{AuthMode, AuthSettings};
 use crate::http::{self, AppState, HttpSettings};
@@ -83,7 +85,8 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
             idempotency_lifetime: config.idempotency_lifetime,
             ..CatalogSettings::default()
         },
-    );
+    )
+    .with_authenticators(authenticators(&config.auth).await?);
     if catalog.bootstrap_catalog(&config.default_catalog).await? {
         tracing::info!(catalog = %config.default_catalog, "created the default catalog");
     }
@@ -104,6 +107,26 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
             max_body_bytes: config.max_body_bytes,
         },
     ))
+}
+
+/// Which tokens the catalog accepts; an external issuer's keys are loaded now, so that
+/// a wrong `--oidc-issuer` fails the start.
+async fn authenticators(auth: &AuthSettings) -> anyhow::Result<Authenticators> {
+    let external = match (auth.mode, &auth.oidc) {
+        (AuthMode::External | AuthMode::Both, Some(oidc)) => Some(Arc::new(
+            IdentityProvider::connect(oidc.clone())
+                .await
+                .with_context(|| format!("identity provider {}", oidc.issuer))?,
+        )),
+        (AuthMode::External | AuthMode::Both, None) => {
+            anyhow::bail!("--auth external and --auth both need --oidc-issuer")
+        }
+        _ => None,
+    };
+    Ok(Authenticators {
+        internal: auth.mode != AuthMode::External,
+        external,
+    })
 }
 
 /// Creates the `root` principal on first start. Generated credentials are printed once

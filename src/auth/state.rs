@@ -116,8 +116,14 @@ impl SecurityState {
         let Some(record) = self.principals.get(principal) else {
             return Access::default();
         };
+        self.roles_access(roles.iter().filter(|r| record.principal_roles.contains(*r)))
+    }
+
+    /// The access that `roles` give together, whoever holds them (an external identity
+    /// provider can name roles that are not assigned in the model).
+    pub fn roles_access<'a>(&self, roles: impl IntoIterator<Item = &'a String>) -> Access {
         let mut access = Access::default();
-        for role in roles.iter().filter(|r| record.principal_roles.contains(*r)) {
+        for role in roles {
             if role == SERVICE_ADMIN {
                 access.service_admin = true;
             }

@@ -6,6 +6,12 @@
 //! move, which they check at most [`REFRESH_EVERY`] apart (the embedded store has one
 //! node, so there it is always exact). A revoked grant or role therefore stops working
 //! on the next request on this node, and within that interval on the others.
+//!
+//! A bearer token is either one Floe issued (`auth::tokens`) or, with an external
+//! identity provider configured, one its issuer signed (`auth::oidc`); which one is told
+//! by the token's `iss`. An external token's principal must exist in the model, or is
+//! created on first sight when so configured; its roles are those assigned in the model
+//! plus those the token's roles claim names (that exist).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -13,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use super::error::{CatalogError, CatalogResult};
 use super::{Catalog, Outcome, RequestContext};
+use crate::auth::oidc::{IdentityProvider, OidcError};
 use crate::auth::secrets::{new_credentials, new_signing_key, random_hex, SecretHashes};
 use crate::auth::state::{
     Access, PrincipalRecord, PrincipalRoleRecord, SecurityState, SigningKey, ROOT, SERVICE_ADMIN,
@@ -38,6 +45,24 @@ pub struct SecurityCache {
     checked: Mutex<Option<Instant>>,
     /// Verified tokens: principal and access, valid while the model's version holds.
     tokens: Mutex<HashMap<String, VerifiedToken>>,
+    authenticators: Authenticators,
+}
+
+/// Which bearer tokens are accepted.
+pub struct Authenticators {
+    /// Tokens Floe issued at its token endpoint.
+    pub internal: bool,
+    /// Tokens of an external identity provider.
+    pub external: Option<Arc<IdentityProvider>>,
+}
+
+impl Default for Authenticators {
+    fn default() -> Self {
+        Authenticators {
+            internal: true,
+            external: None,
+        }
+    }
 }
 
 /// A verified token: the model version and expiry it was checked against, and what it
@@ -90,6 +115,12 @@ const CLIENT_CREDENTIALS: &str = "client_credentials";
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 
 impl Catalog {
+    /// Chooses which bearer tokens are accepted (default: Floe's own only).
+    pub fn with_authenticators(mut self, authenticators: Authenticators) -> Self {
+        self.security.authenticators = authenticators;
+        self
+    }
+
     /// The model as this node knows it, re-read if another node changed it (checked at
     /// most every [`REFRESH_EVERY`]).
     pub async fn security(&self) -> CatalogResult<Arc<Cached>> {
@@ -335,7 +366,7 @@ impl Catalog {
     /// now, or its principal is gone). Verified tokens are remembered until the model
     /// changes, so a load pays for a hash lookup, not a signature check.
     pub async fn authenticate(&self, token: &str) -> CatalogResult<(Principal, Arc<Access>)> {
-        let cached = self.security().await?;
+        let mut cached = self.security().await?;
         let now_s = now_ms() / 1000;
         if let Some((version, exp, principal, access)) =
             self.security.tokens.lock().expect("poisoned").get(token)
@@ -344,23 +375,66 @@ impl Catalog {
                 return Ok((principal.clone(), access.clone()));
             }
         }
-        let claims = tokens::verify(&cached.state, token, now_s).map_err(|e| {
-            CatalogError::Unauthorized(match e {
-                TokenError::Expired => "The access token has expired".into(),
-                _ => "The access token is not valid".into(),
-            })
-        })?;
-        let record = cached.state.principals.get(&claims.sub).ok_or_else(|| {
-            CatalogError::Unauthorized("The access token's principal no longer exists".into())
-        })?;
-        let roles = claims.roles();
-        let access = Arc::new(cached.state.access(&record.name, &roles));
+        let authenticators = &self.security.authenticators;
+        let (name, roles, exp) = match &authenticators.external {
+            Some(idp) if !authenticators.internal || idp.issued(token) => {
+                let identity = idp
+                    .verify(token, now_s)
+                    .await
+                    .map_err(|e| CatalogError::Unauthorized(external_refusal(&e)))?;
+                if !cached.state.principals.contains_key(&identity.principal) {
+                    if !idp.settings().create_principals {
+                        return Err(CatalogError::Unauthorized(format!(
+                            "The access token's principal {} is not known to this server",
+                            identity.principal
+                        )));
+                    }
+                    self.create_external_principal(&identity.principal, &idp.settings().issuer)
+                        .await?;
+                    cached = self.security().await?;
+                }
+                let record = cached
+                    .state
+                    .principals
+                    .get(&identity.principal)
+                    .ok_or_else(|| {
+                        CatalogError::Unauthorized(
+                            "The access token's principal no longer exists".into(),
+                        )
+                    })?;
+                let mut roles = record.principal_roles.clone();
+                roles.extend(
+                    identity
+                        .roles
+                        .into_iter()
+                        .filter(|r| cached.state.principal_roles.contains_key(r)),
+                );
+                (record.name.clone(), roles, identity.exp)
+            }
+            _ => {
+                let claims = tokens::verify(&cached.state, token, now_s).map_err(|e| {
+                    CatalogError::Unauthorized(match e {
+                        TokenError::Expired => "The access token has expired".into(),
+                        _ => "The access token is not valid".into(),
+                    })
+                })?;
+                let record = cached.state.principals.get(&claims.sub).ok_or_else(|| {
+                    CatalogError::Unauthorized(
+                        "The access token's principal no longer exists".into(),
+                    )
+                })?;
+                let roles = claims
+                    .roles()
+                    .into_iter()
+                    .filter(|r| record.principal_roles.contains(r))
+                    .collect();
+                (record.name.clone(), roles, claims.exp)
+            }
+        };
+        let access = Arc::new(cached.state.roles_access(&roles));
         let principal = Principal {
-            name: record.name.clone(),
-            roles: roles
-                .into_iter()
-                .filter(|r| record.principal_roles.contains(r))
-                .collect(),
+            name,
+            roles: roles.into_iter().collect(),
         };
         let mut tokens = self.security.tokens.lock().expect("poisoned");
         if tokens.len() >= MAX_CACHED_TOKENS {
@@ -368,14 +442,54 @@ impl Catalog {
         }
         tokens.insert(
             token.to_string(),
-            (
-                cached.version,
-                claims.exp,
-                principal.clone(),
-                access.clone(),
-            ),
+            (cached.version, exp, principal.clone(), access.clone()),
         );
         Ok((principal, access))
+    }
+
+    /// A principal first seen in an external token: no roles of its own (the token's
+    /// roles claim gives them), and credentials nobody is shown (an administrator may
+    /// reset them to let it log in at the token endpoint too).
+    async fn create_external_principal(&self, name: &str, issuer: &str) -> CatalogResult<()> {
+        let (client_id, secret) = new_credentials();
+        self.change_security(&RequestContext::system(), Mutation::None, |state| {
+            if !state.principals.contains_key(name) {
+                let now = now_ms();
+                state.principals.insert(
+                    name.to_string(),
+                    PrincipalRecord {
+                        name: name.to_string(),
+                        client_id: client_id.clone(),
+                        secret: SecretHashes::new(&secret),
+                        properties: Properties::from([(
+                            EXTERNAL_PRINCIPAL_PROPERTY.to_string(),
+                            issuer.to_string(),
+                        )]),
+                        principal_roles: BTreeSet::new(),
+                        created_ms: now,
+                        updated_ms: now,
+                        version: 1,
+                    },
+                );
+            }
+            Ok(((), Outcome::NoContent))
+        })
+        .await?;
+        tracing::info!(principal = %name, issuer = %issuer, "created a principal first seen in an external token");
+        Ok(())
+    }
+}
+
+/// Set on a principal created from an external token: the issuer that named it.
+pub const EXTERNAL_PRINCIPAL_PROPERTY: &str = "floe.identity-provider";
+
+fn external_refusal(e: &OidcError) -> String {
+    match e {
+        OidcError::Expired => "The access token has expired".into(),
+        OidcError::NotYetValid => "The access token is not valid yet".into(),
+        OidcError::WrongAudience => "The access token is not meant for this server (aud)".into(),
+        OidcError::MissingClaim(c) => format!("The access token has no usable claim {c}"),
+        _ => "The access token is not valid".into(),
     }
 }
 

@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Subcommand)]
 pub enum Command {
     /// Run the catalog server.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Load-test an Iceberg REST catalog (Floe or any other) with the Polaris benchmark's
     /// workloads, YCSB-style presets and single-endpoint tests.
     Bench(bench::BenchArgs),
@@ -31,7 +31,7 @@ pub enum Command {
 impl Cli {
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
-            Command::Serve(args) => serve::run(args).await,
+            Command::Serve(args) => serve::run(*args).await,
             Command::Bench(args) => bench::run(args).await,
             Command::Migrate(args) => migrate::run(args).await,
         }

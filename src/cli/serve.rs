@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 
+use crate::auth::oidc::{JwksSource, OidcSettings};
 use crate::http::auth::{AuthMode, AuthSettings};
 use crate::server::{self, ServerConfig};
 use crate::store::postgres::PostgresSettings;
@@ -50,7 +51,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FLOE_IDEMPOTENCY_KEY_LIFETIME", default_value_t = 1800)]
     pub idempotency_key_lifetime: u64,
     /// How requests are authenticated: `internal` (OAuth2 client credentials for Floe's
-    /// principals, at /v1/oauth/tokens) or `none` (everyone may do everything).
+    /// principals, at /v1/oauth/tokens), `external` (tokens of the OpenID Connect issuer
+    /// `--oidc-issuer` only), `both`, or `none` (everyone may do everything).
     #[arg(long, env = "FLOE_AUTH", value_enum, default_value_t = AuthMode::Internal)]
     pub auth: AuthMode,
     /// Allow `--auth none` on an address other than loopback.
@@ -59,6 +61,28 @@ pub struct ServeArgs {
     /// Seconds an access token issued by Floe is valid.
     #[arg(long, env = "FLOE_TOKEN_LIFETIME", default_value_t = 3600)]
     pub token_lifetime: u64,
+    /// The external OpenID Connect issuer, exactly as its tokens' `iss` claim says it
+    /// (for `--auth external` or `both`).
+    #[arg(long, env = "FLOE_OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+    /// Audience the issuer's tokens must list in `aud` (recommended; unchecked if unset).
+    #[arg(long, env = "FLOE_OIDC_AUDIENCE")]
+    pub oidc_audience: Option<String>,
+    /// Where the issuer's keys are: a JWKS URL or file (default: the `jwks_uri` of
+    /// `<issuer>/.well-known/openid-configuration`).
+    #[arg(long, env = "FLOE_OIDC_JWKS")]
+    pub oidc_jwks: Option<String>,
+    /// Claim (a dotted path) naming the principal.
+    #[arg(long, env = "FLOE_OIDC_PRINCIPAL_CLAIM", default_value = "sub")]
+    pub oidc_principal_claim: String,
+    /// Claim (a dotted path, e.g. `groups` or `realm_access.roles`) listing principal
+    /// roles the token acts with, in addition to those assigned in Floe.
+    #[arg(long, env = "FLOE_OIDC_ROLES_CLAIM")]
+    pub oidc_roles_claim: Option<String>,
+    /// Create a principal the first time a valid external token names an unknown one
+    /// (default: refuse the token, as Polaris does).
+    #[arg(long, env = "FLOE_OIDC_CREATE_PRINCIPALS", default_value_t = false)]
+    pub oidc_create_principals: bool,
     /// The root principal's credentials on first start, as `client_id,client_secret`
     /// (default: generated, printed once, and saved in <data-dir>/root-credentials).
     #[arg(long, env = "FLOE_BOOTSTRAP_CREDENTIALS", hide_env_values = true)]
@@ -106,6 +130,13 @@ fn check_auth_mode(args: &ServeArgs) -> anyhow::Result<()> {
             args.bind
         );
     }
+    let external = matches!(args.auth, AuthMode::External | AuthMode::Both);
+    if external && args.oidc_issuer.is_none() {
+        anyhow::bail!("--auth external and --auth both need --oidc-issuer");
+    }
+    if !external && args.oidc_issuer.is_some() {
+        anyhow::bail!("--oidc-issuer is used only with --auth external or --auth both");
+    }
     Ok(())
 }
 
@@ -137,6 +168,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         auth: AuthSettings {
             mode: args.auth,
             token_lifetime: std::time::Duration::from_secs(args.token_lifetime),
+            oidc: args.oidc_issuer.as_ref().map(|issuer| OidcSettings {
+                issuer: issuer.clone(),
+                audience: args.oidc_audience.clone(),
+                jwks: JwksSource::parse(args.oidc_jwks.as_deref()),
+                principal_claim: args.oidc_principal_claim.clone(),
+                roles_claim: args.oidc_roles_claim.clone(),
+                create_principals: args.oidc_create_principals,
+            }),
         },
         bootstrap_credentials: bootstrap_credentials(args.bootstrap_credentials.as_deref())?,
     };
@@ -164,6 +203,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 "Authentication: OAuth2 client credentials at http://{addr}/v1/oauth/tokens; \
                  clients add credential=\"<client_id>:<client_secret>\" (PyIceberg) or \
                  spark.sql.catalog.floe.credential=<client_id>:<client_secret> (Spark)"
+            ),
+            AuthMode::External => format!(
+                "Authentication: bearer tokens of {} only; clients add token=\"<token>\" (PyIceberg) or spark.sql.catalog.floe.token=<token> (Spark)",
+                args.oidc_issuer.as_deref().unwrap_or("?")
+            ),
+            AuthMode::Both => format!(
+                "Authentication: bearer tokens of {}, or OAuth2 client credentials at http://{addr}/v1/oauth/tokens (credential=\"<client_id>:<client_secret>\")",
+                args.oidc_issuer.as_deref().unwrap_or("?")
             ),
             AuthMode::None => "No authentication (--auth none): bind to a trusted interface only.".into(),
         },

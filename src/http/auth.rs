@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::error::ApiError;
 use super::AppState;
+use crate::auth::oidc::OidcSettings;
 use crate::catalog::security::{OAuthError, TokenRequest};
 
 /// How requests are authenticated.
@@ -26,6 +27,12 @@ pub enum AuthMode {
     None,
     /// Tokens Floe issues at its token endpoint, to its principals.
     Internal,
+    /// Tokens of an external OpenID Connect issuer only (`--oidc-issuer`); the token
+    /// endpoint is closed.
+    External,
+    /// Both: a token naming the external issuer is checked against it, any other as
+    /// one of Floe's.
+    Both,
 }
 
 /// Settings of authentication.
@@ -33,6 +40,8 @@ pub enum AuthMode {
 pub struct AuthSettings {
     pub mode: AuthMode,
     pub token_lifetime: Duration,
+    /// The external issuer (modes `external` and `both`).
+    pub oidc: Option<OidcSettings>,
 }
 
 impl Default for AuthSettings {
@@ -40,6 +49,7 @@ impl Default for AuthSettings {
         AuthSettings {
             mode: AuthMode::None,
             token_lifetime: Duration::from_secs(3600),
+            oidc: None,
         }
     }
 }
@@ -107,6 +117,16 @@ pub async fn token(
                 "This server runs without authentication (--auth none); no tokens are needed".into(),
         });
     }
+    if state.auth.mode == AuthMode::External {
+        let issuer = state.auth.oidc.as_ref().map_or("", |o| o.issuer.as_str());
+        return oauth_error(&OAuthError {
+            status: 400,
+            error: "unsupported_grant_type",
+            description: format!(
+                "This server accepts tokens of the identity provider {issuer} only; get one there"
+            ),
+        });
+    }
     let form_ok = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -141,17 +161,20 @@ pub async fn token(
         .issue_token(&request, state.auth.token_lifetime)
         .await
     {
-        Ok(issued) => (
-            [(header::CACHE_CONTROL, "no-store")],
-            Json(json!({
+        Ok(issued) => {
+            let mut body = json!({
                 "access_token": issued.access_token,
                 "token_type": "bearer",
                 "issued_token_type": crate::auth::tokens::ACCESS_TOKEN_TYPE,
                 "expires_in": issued.expires_in,
-                "scope": issued.scope,
-            })),
-        )
-            .into_response(),
+            });
+            // RFC 6749 §3.3: a scope is one or more tokens; a principal without roles
+            // gets none, and an empty `scope` makes Iceberg Java reject the response.
+            if !issued.scope.is_empty() {
+                body["scope"] = json!(issued.scope);
+            }
+            ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
+        }
         Err(e) => oauth_error(&e),
     }
 }

@@ -150,12 +150,6 @@ def test_principal_without_privileges_is_refused(spark, floe, floe_spark, spark_
     assert rows(spark, f"SELECT k FROM {floe_spark}.guarded.secrets") == [("s3cret",)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Floe bug: for a principal with no principal role the token response carries "
-    '"scope": "" (src/http/auth.rs always sends issued.scope), which is no valid OAuth2 '
-    "scope (RFC 6749 3.3: scope = scope-token *( SP scope-token )); Iceberg Java rejects "
-    "the response with IllegalArgumentException 'Invalid scope', so the user sees that "
-    "instead of the 403. Remove this marker when the empty scope is left out."))
 def test_principal_without_any_role_is_refused_with_403(spark, floe, floe_spark, spark_catalog):
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {floe_spark}.guarded2")
     spark.sql(f"CREATE TABLE IF NOT EXISTS {floe_spark}.guarded2.t (k STRING) USING iceberg")
