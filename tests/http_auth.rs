@@ -621,3 +621,77 @@ async fn secrets_rotate_reset_and_tokens_survive_a_restart() {
         As::new(&again, &fresh).get("/v1/config").await.ok(200);
     }
 }
+
+#[tokio::test]
+async fn entities_update_by_version_and_list_who_holds_a_role() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    let (id, secret) = principal_with(&root, "p", "default", &[]).await;
+    let entities = [
+        format!("{MGMT}/principals/p"),
+        format!("{MGMT}/principal-roles/p_role"),
+        format!("{MGMT}/catalogs/default/catalog-roles/p_role"),
+    ];
+    for url in &entities {
+        let before = root.get(url).await.ok(200).json();
+        let version = before["entityVersion"].as_i64().unwrap();
+        // A stale version is a 409 and changes nothing.
+        root.put(
+            url,
+            &json!({"currentEntityVersion": version + 5, "properties": {"k": "x"}}),
+        )
+        .await
+        .error(409, "CommitFailedException");
+        assert_eq!(root.get(url).await.ok(200).json(), before, "{url}");
+        // A malformed body is a 400.
+        root.put(url, &json!({"properties": {"k": "x"}}))
+            .await
+            .error_status(400);
+        let updated = root
+            .put(
+                url,
+                &json!({"currentEntityVersion": version, "properties": {"k": "v"}}),
+            )
+            .await
+            .ok(200)
+            .json();
+        assert_eq!(updated["properties"], json!({"k": "v"}), "{url}");
+        assert_eq!(updated["entityVersion"], version + 1, "{url}");
+        assert_eq!(root.get(url).await.ok(200).json(), updated, "{url}");
+    }
+    // Whoever is not an admin cannot update anything.
+    let p = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    for url in &entities {
+        p.put(url, &json!({"currentEntityVersion": 2, "properties": {}}))
+            .await
+            .error(403, "ForbiddenException");
+    }
+    let holders = root
+        .get(&format!("{MGMT}/principal-roles/p_role/principals"))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(names_of(&holders["principals"]), ["p"]);
+    let holders = root
+        .get(&format!(
+            "{MGMT}/catalogs/default/catalog-roles/p_role/principal-roles"
+        ))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(names_of(&holders["roles"]), ["p_role"]);
+    root.get(&format!("{MGMT}/principal-roles/nope/principals"))
+        .await
+        .error_status(404);
+    p.get(&format!("{MGMT}/principal-roles/p_role/principals"))
+        .await
+        .error(403, "ForbiddenException");
+}
+
+fn names_of(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect()
+}

@@ -48,6 +48,49 @@ pub fn principal_view(p: &PrincipalRecord) -> serde_json::Value {
     })
 }
 
+/// A role's public view (principal role or catalog role).
+pub fn role_view(
+    name: &str,
+    properties: &Properties,
+    created: i64,
+    updated: i64,
+    version: i64,
+) -> serde_json::Value {
+    serde_json::json!({
+        "name": name, "properties": properties, "createTimestamp": created,
+        "lastUpdateTimestamp": updated, "entityVersion": version,
+    })
+}
+
+/// The entity an update of properties names.
+#[derive(Debug, Clone, Copy)]
+pub enum Entity<'a> {
+    Principal(&'a str),
+    PrincipalRole(&'a str),
+    CatalogRole { catalog: &'a str, name: &'a str },
+}
+
+/// Replaces an entity's properties if its version is still `expected` (Polaris's
+/// optimistic `currentEntityVersion`); a stale version is a 409.
+fn replace_properties(
+    what: &str,
+    properties: &mut Properties,
+    updated_ms: &mut i64,
+    version: &mut i64,
+    expected: i64,
+    new: &Properties,
+) -> CatalogResult<()> {
+    if *version != expected {
+        return Err(CatalogError::CommitFailed(format!(
+            "{what} is at version {version}, not {expected}; fetch it again and retry"
+        )));
+    }
+    *properties = new.clone();
+    *updated_ms = now_ms();
+    *version += 1;
+    Ok(())
+}
+
 fn with_credentials(p: &PrincipalRecord, secret: &str) -> serde_json::Value {
     serde_json::json!({
         "principal": principal_view(p),
@@ -72,6 +115,87 @@ impl Catalog {
         }
         let current = self.security().await?;
         read(&current.state)
+    }
+
+    /// `PUT` of a principal, principal role or catalog role: new properties, if the
+    /// caller saw the current version. Returns the updated entity's view.
+    pub async fn update_properties(
+        &self,
+        ctx: &RequestContext,
+        entity: Entity<'_>,
+        expected_version: i64,
+        properties: Properties,
+    ) -> CatalogResult<serde_json::Value> {
+        match entity {
+            Entity::Principal(_) | Entity::PrincipalRole(_) => ctx.require_service_admin()?,
+            Entity::CatalogRole { catalog, .. } => {
+                self.get_catalog(catalog).await?;
+                ctx.require(
+                    catalog,
+                    Privilege::CATALOG_MANAGE_ACCESS,
+                    &Securable::Catalog,
+                )?;
+            }
+        }
+        let new = &properties;
+        self.change_security(ctx, Mutation::None, |state| {
+            let view = match entity {
+                Entity::Principal(name) => {
+                    let p = state
+                        .principals
+                        .get_mut(name)
+                        .ok_or_else(|| not_found("Principal", name))?;
+                    let what = format!("Principal {name}");
+                    let (props, updated, version) =
+                        (&mut p.properties, &mut p.updated_ms, &mut p.version);
+                    replace_properties(&what, props, updated, version, expected_version, new)?;
+                    principal_view(p)
+                }
+                Entity::PrincipalRole(name) => {
+                    let r = state
+                        .principal_roles
+                        .get_mut(name)
+                        .ok_or_else(|| not_found("Principal role", name))?;
+                    let what = format!("Principal role {name}");
+                    let (props, updated, version) =
+                        (&mut r.properties, &mut r.updated_ms, &mut r.version);
+                    replace_properties(&what, props, updated, version, expected_version, new)?;
+                    role_view(
+                        &r.name,
+                        &r.properties,
+                        r.created_ms,
+                        r.updated_ms,
+                        r.version,
+                    )
+                }
+                Entity::CatalogRole { catalog, name } => {
+                    let r = state
+                        .catalog_roles
+                        .get_mut(catalog)
+                        .and_then(|roles| roles.get_mut(name))
+                        .ok_or_else(|| not_found("Catalog role", name))?;
+                    let what = format!("Catalog role {name}");
+                    let (props, updated, version) =
+                        (&mut r.properties, &mut r.updated_ms, &mut r.version);
+                    replace_properties(&what, props, updated, version, expected_version, new)?;
+                    role_view(
+                        &r.name,
+                        &r.properties,
+                        r.created_ms,
+                        r.updated_ms,
+                        r.version,
+                    )
+                }
+            };
+            Ok((
+                view.clone(),
+                Outcome::Json {
+                    status: 200,
+                    body: view,
+                },
+            ))
+        })
+        .await
     }
 
     /// Creates a principal; the answer (with the secret) is the only time the secret is

@@ -14,13 +14,18 @@ use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
 use super::AppState;
 use crate::auth::privileges::{Grant, Privilege, Securable};
-use crate::catalog::access::principal_view;
+use crate::catalog::access::{principal_view, role_view, Entity};
 use crate::model::{Ident, Namespace, Properties};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/principals", get(list_principals).post(create_principal))
-        .route("/principals/{p}", get(get_principal).delete(drop_principal))
+        .route(
+            "/principals/{p}",
+            get(get_principal)
+                .put(update_principal)
+                .delete(drop_principal),
+        )
         .route("/principals/{p}/rotate", post(rotate))
         .route("/principals/{p}/reset", post(reset))
         .route(
@@ -37,8 +42,11 @@ pub fn routes() -> Router<AppState> {
         )
         .route(
             "/principal-roles/{r}",
-            get(get_principal_role).delete(drop_principal_role),
+            get(get_principal_role)
+                .put(update_principal_role)
+                .delete(drop_principal_role),
         )
+        .route("/principal-roles/{r}/principals", get(principals_holding))
         .route(
             "/principal-roles/{r}/catalog-roles/{c}",
             get(catalog_roles_of).put(assign_catalog_role),
@@ -53,7 +61,13 @@ pub fn routes() -> Router<AppState> {
         )
         .route(
             "/catalogs/{c}/catalog-roles/{cr}",
-            get(get_catalog_role).delete(drop_catalog_role),
+            get(get_catalog_role)
+                .put(update_catalog_role)
+                .delete(drop_catalog_role),
+        )
+        .route(
+            "/catalogs/{c}/catalog-roles/{cr}/principal-roles",
+            get(principal_roles_holding),
         )
         .route(
             "/catalogs/{c}/catalog-roles/{cr}/grants",
@@ -146,19 +160,6 @@ fn missing(what: &str, name: &str) -> crate::catalog::error::CatalogError {
         crate::catalog::error::Missing::Catalog,
         format!("{what} {name} does not exist"),
     )
-}
-
-fn role_view(
-    name: &str,
-    properties: &Properties,
-    created: i64,
-    updated: i64,
-    version: i64,
-) -> Value {
-    json!({
-        "name": name, "properties": properties, "createTimestamp": created,
-        "lastUpdateTimestamp": updated, "entityVersion": version,
-    })
 }
 
 async fn roles_of_principal(
@@ -546,4 +547,125 @@ async fn revoke_grant(
     let grant = parse_grant(body.grant)?;
     s.catalog.change_grant(&ctx, &c, &cr, grant, false).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Polaris's `Update*Request`: the version the caller saw and the new properties.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UpdateProperties {
+    current_entity_version: i64,
+    properties: Properties,
+}
+
+async fn update_principal(
+    State(s): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path(p): Path<String>,
+    JsonBody(body): JsonBody<UpdateProperties>,
+) -> ApiResult<Json<Value>> {
+    let view = s
+        .catalog
+        .update_properties(
+            &ctx,
+            Entity::Principal(&p),
+            body.current_entity_version,
+            body.properties,
+        )
+        .await?;
+    Ok(Json(view))
+}
+
+async fn update_principal_role(
+    State(s): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path(r): Path<String>,
+    JsonBody(body): JsonBody<UpdateProperties>,
+) -> ApiResult<Json<Value>> {
+    let view = s
+        .catalog
+        .update_properties(
+            &ctx,
+            Entity::PrincipalRole(&r),
+            body.current_entity_version,
+            body.properties,
+        )
+        .await?;
+    Ok(Json(view))
+}
+
+async fn update_catalog_role(
+    State(s): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path((c, cr)): Path<(String, String)>,
+    JsonBody(body): JsonBody<UpdateProperties>,
+) -> ApiResult<Json<Value>> {
+    let view = s
+        .catalog
+        .update_properties(
+            &ctx,
+            Entity::CatalogRole {
+                catalog: &c,
+                name: &cr,
+            },
+            body.current_entity_version,
+            body.properties,
+        )
+        .await?;
+    Ok(Json(view))
+}
+
+/// `GET /principal-roles/{r}/principals`: the principals holding a principal role.
+async fn principals_holding(
+    State(s): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path(r): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let list = s
+        .catalog
+        .security_view(&ctx, None, |st| {
+            if !st.principal_roles.contains_key(&r) {
+                return Err(missing("Principal role", &r));
+            }
+            Ok(st
+                .principals
+                .values()
+                .filter(|p| p.principal_roles.contains(&r))
+                .map(principal_view)
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    Ok(Json(json!({ "principals": list })))
+}
+
+/// `GET /catalogs/{c}/catalog-roles/{cr}/principal-roles`: the principal roles holding
+/// a catalog role.
+async fn principal_roles_holding(
+    State(s): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path((c, cr)): Path<(String, String)>,
+) -> ApiResult<Json<Value>> {
+    let list = s
+        .catalog
+        .security_view(&ctx, Some(&c), |st| {
+            if st.catalog_roles.get(&c).and_then(|r| r.get(&cr)).is_none() {
+                return Err(missing("Catalog role", &cr));
+            }
+            let held = (c.clone(), cr.clone());
+            Ok(st
+                .principal_roles
+                .values()
+                .filter(|r| r.catalog_roles.contains(&held))
+                .map(|r| {
+                    role_view(
+                        &r.name,
+                        &r.properties,
+                        r.created_ms,
+                        r.updated_ms,
+                        r.version,
+                    )
+                })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+    Ok(Json(json!({ "roles": list })))
 }
