@@ -298,7 +298,7 @@ if [[ " ${FLOE_TEST_STORES:-embedded postgres} " == *" postgres "* ]]; then
   elif run_step "start a throwaway PostgreSQL cluster" start_postgres; then
     run_step "store contract and HTTP tests on PostgreSQL" \
       cargo test --release "${locked[@]}" --test store_contract --test http_api \
-      --test http_errors --test http_idempotency --test http_auth || true
+      --test http_errors --test http_idempotency --test http_auth --test http_oidc || true
     run_step "Iceberg REST Compatibility Kit on PostgreSQL" "$ROOT/tests/rck/run.sh" || true
     if [[ "${SKIP_E2E:-0}" == 1 ]] || ((!venv_ok)); then
       skip_step "pytest on PostgreSQL" "SKIP_E2E=1 or no venv"
