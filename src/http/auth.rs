@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine;
@@ -62,27 +61,24 @@ fn is_public(path: &str) -> bool {
     )
 }
 
-pub async fn authenticate(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+/// Turns the bearer token into the request's principal and access (extensions read by
+/// `context::Ctx`), or answers 401. Called by the router's outer layer (`super::front`).
+pub async fn authenticate(state: &AppState, request: &mut Request) -> Result<(), Response> {
     if state.auth.mode == AuthMode::None || is_public(request.uri().path()) {
-        return next.run(request).await;
+        return Ok(());
     }
-    let token = match bearer(request.headers()) {
-        Some(token) => token,
-        None => {
-            return unauthorized("Authentication required: send Authorization: Bearer <token> (client credentials at /v1/oauth/tokens)")
-        }
+    let Some(token) = bearer(request.headers()) else {
+        return Err(unauthorized(
+            "Authentication required: send Authorization: Bearer <token> (client credentials at /v1/oauth/tokens)",
+        ));
     };
     match state.catalog.authenticate(&token).await {
         Ok((principal, access)) => {
             request.extensions_mut().insert(principal);
             request.extensions_mut().insert::<Arc<_>>(access);
-            next.run(request).await
+            Ok(())
         }
-        Err(e) => ApiError::from(e).into_response(),
+        Err(e) => Err(ApiError::from(e).into_response()),
     }
 }
 

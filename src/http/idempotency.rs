@@ -12,11 +12,16 @@
 //! - Two requests with one key at once: the second finds the key taken when it tries to
 //!   commit (nothing of it is applied) and answers with the first one's outcome.
 
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
 use axum::body::{to_bytes, Body};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures_util::future::{BoxFuture, Either};
+use tower_layer::Layer;
+use tower_service::Service;
 
 use super::context::RequestId;
 use super::error::ApiError;
@@ -47,12 +52,66 @@ fn is_final(status: StatusCode) -> bool {
     status.is_success() || (status.is_client_error() && !not_final.contains(&status.as_u16()))
 }
 
-pub async fn idempotency(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if !is_mutation(request.method()) {
-        return next.run(request).await;
+/// The route layer. Reads and mutations without a key go straight through (no clone,
+/// no allocation: this sits on every request's path); keyed mutations take
+/// [`idempotent`].
+#[derive(Clone)]
+pub struct IdempotencyLayer(pub AppState);
+
+impl<S> Layer<S> for IdempotencyLayer {
+    type Service = Idempotent<S>;
+
+    fn layer(&self, inner: S) -> Idempotent<S> {
+        Idempotent {
+            inner,
+            state: self.0.clone(),
+        }
     }
+}
+
+#[derive(Clone)]
+pub struct Idempotent<S> {
+    inner: S,
+    state: AppState,
+}
+
+impl<S> Service<Request> for Idempotent<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        if !is_mutation(request.method()) || !request.headers().contains_key(HEADER) {
+            return Either::Left(self.inner.call(request));
+        }
+        // The service made ready is the one to call; a clone stays for the next call.
+        let clone = self.inner.clone();
+        let ready = std::mem::replace(&mut self.inner, clone);
+        let state = self.state.clone();
+        Either::Right(Box::pin(async move {
+            Ok(idempotent(state, request, ready).await)
+        }))
+    }
+}
+
+/// A mutation with an `Idempotency-Key`: replay, refuse, or run and record.
+async fn idempotent<S>(state: AppState, request: Request, mut inner: S) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
     let Some(raw) = request.headers().get(HEADER) else {
-        return next.run(request).await;
+        return inner
+            .call(request)
+            .await
+            .unwrap_or_else(|never| match never {});
     };
     let key = match raw.to_str().ok().map(str::trim) {
         Some(key) if uuid::Uuid::try_parse(key).is_ok() => key.to_ascii_lowercase(),
@@ -80,7 +139,10 @@ pub async fn idempotency(State(state): State<AppState>, request: Request, next: 
     };
     parts.extensions.insert(idempotency.clone());
     let request_id = parts.extensions.get::<RequestId>().cloned();
-    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    let response = inner
+        .call(Request::from_parts(parts, Body::from(body)))
+        .await
+        .unwrap_or_else(|never| match never {});
     if response.extensions().get::<KeyTaken>().is_some() {
         return match state.catalog.idempotency_record(&key).await {
             Ok(Some(record)) => replay(&record, &fingerprint),

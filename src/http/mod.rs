@@ -77,17 +77,12 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .route("/healthz", get(healthz))
         // A route layer, added before the 405 fallback, so that the fallback stays outside
         // it: an undeclared method is a 405 even when it carries a reused Idempotency-Key.
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            idempotency::idempotency,
-        ))
+        .route_layer(idempotency::IdempotencyLayer(state.clone()))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::authenticate,
-        ))
-        .layer(middleware::from_fn(log_request))
+        // One outer layer for what every request goes through (request id, log line,
+        // authentication): each `from_fn` layer costs a boxed clone per request.
+        .layer(middleware::from_fn_with_state(state.clone(), front))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .with_state(state)
 }
@@ -123,13 +118,17 @@ async fn method_not_allowed() -> ApiError {
 /// Gives the request its id (echoed as `X-Request-Id`) and logs one line per request:
 /// method, path, status, latency, request id. The line is queued here and formatted and
 /// written by background threads (`access_log`), so logging never holds up a request.
-async fn log_request(mut request: Request, next: Next) -> Response {
+/// Then authenticates it (`auth::authenticate`).
+async fn front(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let id = RequestId::from_header(request.headers().get(REQUEST_ID));
     request.extensions_mut().insert(id.clone());
     let logged =
         access_log::enabled().then(|| (request.method().clone(), request.uri().path().to_string()));
-    let mut response = next.run(request).await;
+    let mut response = match auth::authenticate(&state, &mut request).await {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused,
+    };
     if let Ok(value) = HeaderValue::from_str(&id.0) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
