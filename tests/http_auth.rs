@@ -695,3 +695,35 @@ fn names_of(list: &Value) -> Vec<String> {
         .map(|e| e["name"].as_str().unwrap().to_string())
         .collect()
 }
+
+#[tokio::test]
+async fn rotating_the_signing_key_keeps_issued_tokens_valid() {
+    let s = secure_server().await;
+    let before = token(&s, ROOT_ID, ROOT_SECRET, "catalog").await;
+    let root = As::new(&s, &before);
+    let (id, secret) = principal_with(&root, "p", "default", &[]).await;
+    let p = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    p.post(&format!("{MGMT}/signing-keys/rotate"), &json!({}))
+        .await
+        .error(403, "ForbiddenException");
+    let rotated = root
+        .post(&format!("{MGMT}/signing-keys/rotate"), &json!({}))
+        .await
+        .ok(200)
+        .json();
+    let kid = rotated["kid"].as_str().unwrap().to_string();
+    assert_eq!(
+        rotated["verifying"].as_array().unwrap().len(),
+        2,
+        "{rotated}"
+    );
+    // The token signed before still works; a new one is signed with the new key.
+    root.get(&format!("{V1}/namespaces")).await.ok(200);
+    let after = token(&s, ROOT_ID, ROOT_SECRET, "catalog").await;
+    let header = jsonwebtoken::decode_header(&after).unwrap();
+    assert_eq!(header.kid.as_deref(), Some(kid.as_str()));
+    As::new(&s, &after)
+        .get(&format!("{V1}/namespaces"))
+        .await
+        .ok(200);
+}

@@ -110,6 +110,21 @@ impl SecurityState {
         self.principals.values().find(|p| p.client_id == client_id)
     }
 
+    /// Puts `key` first: new tokens are signed with it. An older key is retired once its
+    /// successor is older than `max_token_lifetime_ms`, when no token it signed can
+    /// still be valid; until then tokens it signed keep verifying.
+    pub fn rotate_signing_key(&mut self, key: SigningKey, max_token_lifetime_ms: i64) {
+        let now = key.created_ms;
+        self.signing_keys.insert(0, key);
+        let successors: Vec<i64> = self.signing_keys.iter().map(|k| k.created_ms).collect();
+        let mut index = 0;
+        self.signing_keys.retain(|_| {
+            let keep = index == 0 || successors[index - 1] > now - max_token_lifetime_ms;
+            index += 1;
+            keep
+        });
+    }
+
     /// The access of `principal` acting with `roles` (a subset of its principal roles;
     /// roles it no longer holds are ignored, so a revoked role stops working at once).
     pub fn access(&self, principal: &str, roles: &[String]) -> Access {
@@ -191,6 +206,35 @@ impl SecurityState {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rotated_keys_stay_until_their_tokens_expire() {
+        let key = |kid: &str, at: i64| SigningKey {
+            kid: kid.into(),
+            secret: String::new(),
+            created_ms: at,
+        };
+        let kids = |s: &SecurityState| -> Vec<String> {
+            s.signing_keys.iter().map(|k| k.kid.clone()).collect()
+        };
+        let mut s = SecurityState {
+            signing_keys: vec![key("k1", 0)],
+            ..Default::default()
+        };
+        // Tokens live 100 ms at most.
+        s.rotate_signing_key(key("k2", 1_000), 100);
+        assert_eq!(kids(&s), ["k2", "k1"], "k1's tokens may still be valid");
+        s.rotate_signing_key(key("k3", 1_050), 100);
+        assert_eq!(kids(&s), ["k3", "k2", "k1"], "k2 took over 50 ms ago");
+        s.rotate_signing_key(key("k4", 1_120), 100);
+        assert_eq!(
+            kids(&s),
+            ["k4", "k3", "k2"],
+            "k1 retired: k2 took over 120 ms ago"
+        );
+        s.rotate_signing_key(key("k5", 5_000), 100);
+        assert_eq!(kids(&s), ["k5", "k4"]);
+    }
+
     use super::*;
 
     fn state() -> SecurityState {

@@ -256,6 +256,35 @@ impl Catalog {
         Ok(created.then_some((client_id, secret)))
     }
 
+    /// A new signing key for Floe's tokens (service_admin only). Tokens signed with
+    /// the previous keys verify until they expire (`token_lifetime` being the longest
+    /// any node issues); then those keys are retired by a later rotation.
+    pub async fn rotate_signing_key(
+        &self,
+        ctx: &RequestContext,
+        token_lifetime: Duration,
+    ) -> CatalogResult<serde_json::Value> {
+        ctx.require_service_admin()?;
+        let kid = random_hex(8);
+        let secret = new_signing_key();
+        self.change_security(ctx, Mutation::None, |state| {
+            state.rotate_signing_key(
+                SigningKey {
+                    kid: kid.clone(),
+                    secret: secret.clone(),
+                    created_ms: now_ms(),
+                },
+                token_lifetime.as_millis() as i64,
+            );
+            let body = serde_json::json!({
+                "kid": kid,
+                "verifying": state.signing_keys.iter().map(|k| &k.kid).collect::<Vec<_>>(),
+            });
+            Ok((body.clone(), Outcome::Json { status: 200, body }))
+        })
+        .await
+    }
+
     /// The token endpoint: client credentials (form fields or HTTP Basic) or a token
     /// exchange (Iceberg Java's refresh), as Polaris answers them.
     pub async fn issue_token(

@@ -27,6 +27,7 @@ pub fn routes() -> Router<AppState> {
                 .delete(drop_principal),
         )
         .route("/principals/{p}/rotate", post(rotate))
+        .route("/signing-keys/rotate", post(rotate_signing_key))
         .route("/principals/{p}/reset", post(reset))
         .route(
             "/principals/{p}/principal-roles",
@@ -668,4 +669,14 @@ async fn principal_roles_holding(
         })
         .await?;
     Ok(Json(json!({ "roles": list })))
+}
+
+/// `POST /api/management/v1/signing-keys/rotate` (Floe's own): new tokens are signed
+/// with a new key; tokens already issued keep working until they expire.
+async fn rotate_signing_key(State(s): State<AppState>, Ctx(ctx): Ctx) -> ApiResult<Json<Value>> {
+    let body = s
+        .catalog
+        .rotate_signing_key(&ctx, s.auth.token_lifetime)
+        .await?;
+    Ok(Json(body))
 }
