@@ -16,13 +16,15 @@
 #   9. Spark and DuckDB end to end with credentials (tests/engines/run.sh: its own venv
 #      .cache/engines-venv, the Iceberg Spark runtime jar from Maven Central; ~1.5 min,
 #      ~2 min more the first time)
+#  10. the Apache Polaris CLI, unchanged, against Floe (tests/polaris_cli/run.sh: its own
+#      venv .cache/polaris-venv with apache-polaris from PyPI; ~1.5 min)
 # A failing step does not stop the later ones (the server-dependent ones are
 # skipped when the build fails). The last line is "N passed, N failed[, N skipped]"
 # counting steps, and the exit status is non-zero if any step failed.
 #
 # Optional environment: FLOE_BIN (server binary, default target/release/floe),
-# SKIP_RCK=1, SKIP_FUZZ=1, SKIP_E2E=1, SKIP_ENGINES=1 (skip those steps; reported as
-# skipped), PYTEST_ARGS,
+# SKIP_RCK=1, SKIP_FUZZ=1, SKIP_E2E=1, SKIP_ENGINES=1, SKIP_POLARIS_CLI=1 (skip those
+# steps; reported as skipped), PYTEST_ARGS,
 # FLOE_TEST_STORES ("embedded postgres" by default: after the embedded-store run, the
 # catalog tests run again on PostgreSQL; "embedded" leaves PostgreSQL out),
 # E2E_TIMEOUT (seconds, default 1800); tests/rck/run.sh and tests/engines/run.sh document
@@ -258,6 +260,19 @@ elif ((!build_ok)); then
 else
   run_step "Spark and DuckDB end to end with credentials (tests/engines/run.sh)" \
     "$ROOT/tests/engines/run.sh" || true
+fi
+
+# ---------------------------------------------------------------------------
+# The Apache Polaris CLI (PyPI apache-polaris), unchanged, driving Floe's management API,
+# token endpoint and namespaces; the principal it creates gets exactly what it granted
+# (tests/polaris_cli/README.md)
+# ---------------------------------------------------------------------------
+if [[ "${SKIP_POLARIS_CLI:-0}" == 1 ]]; then
+  skip_step "Polaris CLI against Floe" "SKIP_POLARIS_CLI=1"
+elif ((!build_ok)); then
+  skip_step "Polaris CLI against Floe" "no server binary"
+else
+  run_step "Polaris CLI against Floe (tests/polaris_cli/run.sh)" "$ROOT/tests/polaris_cli/run.sh" || true
 fi
 
 # ---------------------------------------------------------------------------

@@ -38,6 +38,19 @@ pub struct SecurityState {
     pub catalog_roles: BTreeMap<String, BTreeMap<String, CatalogRoleRecord>>,
 }
 
+/// The parts of a principal or role that an update by version changes: properties,
+/// last update time, version.
+macro_rules! versioned {
+    ($($record:ty),*) => {$(
+        impl $record {
+            pub fn versioned(&mut self) -> (&mut Properties, &mut i64, &mut i64) {
+                (&mut self.properties, &mut self.updated_ms, &mut self.version)
+            }
+        }
+    )*};
+}
+versioned!(PrincipalRecord, PrincipalRoleRecord, CatalogRoleRecord);
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SigningKey {
     pub kid: String,

@@ -74,9 +74,7 @@ pub enum Entity<'a> {
 /// optimistic `currentEntityVersion`); a stale version is a 409.
 fn replace_properties(
     what: &str,
-    properties: &mut Properties,
-    updated_ms: &mut i64,
-    version: &mut i64,
+    (properties, updated_ms, version): (&mut Properties, &mut i64, &mut i64),
     expected: i64,
     new: &Properties,
 ) -> CatalogResult<()> {
@@ -146,9 +144,7 @@ impl Catalog {
                         .get_mut(name)
                         .ok_or_else(|| not_found("Principal", name))?;
                     let what = format!("Principal {name}");
-                    let (props, updated, version) =
-                        (&mut p.properties, &mut p.updated_ms, &mut p.version);
-                    replace_properties(&what, props, updated, version, expected_version, new)?;
+                    replace_properties(&what, p.versioned(), expected_version, new)?;
                     principal_view(p)
                 }
                 Entity::PrincipalRole(name) => {
@@ -157,9 +153,7 @@ impl Catalog {
                         .get_mut(name)
                         .ok_or_else(|| not_found("Principal role", name))?;
                     let what = format!("Principal role {name}");
-                    let (props, updated, version) =
-                        (&mut r.properties, &mut r.updated_ms, &mut r.version);
-                    replace_properties(&what, props, updated, version, expected_version, new)?;
+                    replace_properties(&what, r.versioned(), expected_version, new)?;
                     role_view(
                         &r.name,
                         &r.properties,
@@ -175,9 +169,7 @@ impl Catalog {
                         .and_then(|roles| roles.get_mut(name))
                         .ok_or_else(|| not_found("Catalog role", name))?;
                     let what = format!("Catalog role {name}");
-                    let (props, updated, version) =
-                        (&mut r.properties, &mut r.updated_ms, &mut r.version);
-                    replace_properties(&what, props, updated, version, expected_version, new)?;
+                    replace_properties(&what, r.versioned(), expected_version, new)?;
                     role_view(
                         &r.name,
                         &r.properties,

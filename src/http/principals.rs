@@ -558,22 +558,26 @@ struct UpdateProperties {
     properties: Properties,
 }
 
+async fn update(
+    s: &AppState,
+    ctx: &crate::catalog::RequestContext,
+    entity: Entity<'_>,
+    body: UpdateProperties,
+) -> ApiResult<Json<Value>> {
+    let view = s
+        .catalog
+        .update_properties(ctx, entity, body.current_entity_version, body.properties)
+        .await?;
+    Ok(Json(view))
+}
+
 async fn update_principal(
     State(s): State<AppState>,
     Ctx(ctx): Ctx,
     Path(p): Path<String>,
     JsonBody(body): JsonBody<UpdateProperties>,
 ) -> ApiResult<Json<Value>> {
-    let view = s
-        .catalog
-        .update_properties(
-            &ctx,
-            Entity::Principal(&p),
-            body.current_entity_version,
-            body.properties,
-        )
-        .await?;
-    Ok(Json(view))
+    update(&s, &ctx, Entity::Principal(&p), body).await
 }
 
 async fn update_principal_role(
@@ -582,16 +586,7 @@ async fn update_principal_role(
     Path(r): Path<String>,
     JsonBody(body): JsonBody<UpdateProperties>,
 ) -> ApiResult<Json<Value>> {
-    let view = s
-        .catalog
-        .update_properties(
-            &ctx,
-            Entity::PrincipalRole(&r),
-            body.current_entity_version,
-            body.properties,
-        )
-        .await?;
-    Ok(Json(view))
+    update(&s, &ctx, Entity::PrincipalRole(&r), body).await
 }
 
 async fn update_catalog_role(
@@ -600,19 +595,11 @@ async fn update_catalog_role(
     Path((c, cr)): Path<(String, String)>,
     JsonBody(body): JsonBody<UpdateProperties>,
 ) -> ApiResult<Json<Value>> {
-    let view = s
-        .catalog
-        .update_properties(
-            &ctx,
-            Entity::CatalogRole {
-                catalog: &c,
-                name: &cr,
-            },
-            body.current_entity_version,
-            body.properties,
-        )
-        .await?;
-    Ok(Json(view))
+    let entity = Entity::CatalogRole {
+        catalog: &c,
+        name: &cr,
+    };
+    update(&s, &ctx, entity, body).await
 }
 
 /// `GET /principal-roles/{r}/principals`: the principals holding a principal role.
