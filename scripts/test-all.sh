@@ -197,25 +197,9 @@ fi
 # ---------------------------------------------------------------------------
 # End-to-end tests (PyIceberg, crash safety)
 # ---------------------------------------------------------------------------
+source "$ROOT/scripts/venv.sh"
 setup_venv() {
-  local req="$ROOT/tests/e2e/requirements.txt" stamp="$VENV/.requirements.sha256" sum
-  sum="$(sha256sum "$req" | cut -d' ' -f1)"
-  if [[ -x "$VENV/bin/python" ]] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
-    echo "venv at $VENV is broken; recreating"
-    rm -rf "$VENV"
-  fi
-  if [[ ! -x "$VENV/bin/python" ]]; then
-    mkdir -p "$(dirname "$VENV")"
-    python3 -m venv "$VENV" || return 1
-    rm -f "$stamp"
-  fi
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$sum" ]]; then
-    echo "requirements unchanged; venv up to date ($VENV)"
-  else
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip || return 1
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$req" || return 1
-    printf '%s\n' "$sum" >"$stamp"
-  fi
+  ensure_venv "$VENV" "$ROOT/tests/e2e/requirements.txt" || return 1
   "$VENV/bin/python" -m pip freeze --disable-pip-version-check \
     | grep -iE '^(pyiceberg|pyiceberg-core|pyarrow|pytest|requests)==' || true
 }
