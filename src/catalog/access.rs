@@ -275,7 +275,7 @@ impl Catalog {
         ctx: &RequestContext,
         name: &str,
         properties: Properties,
-    ) -> CatalogResult<()> {
+    ) -> CatalogResult<serde_json::Value> {
         ctx.require_service_admin()?;
         validate_name("Principal role", name)?;
         self.change_security(ctx, Mutation::None, |state| {
@@ -296,11 +296,12 @@ impl Catalog {
                     version: 1,
                 },
             );
+            let view = role_view(name, &properties, now, now, 1);
             Ok((
-                (),
+                view.clone(),
                 Outcome::Json {
                     status: 201,
-                    body: serde_json::json!({}),
+                    body: view,
                 },
             ))
         })
@@ -368,7 +369,7 @@ impl Catalog {
         catalog: &str,
         name: &str,
         properties: Properties,
-    ) -> CatalogResult<()> {
+    ) -> CatalogResult<serde_json::Value> {
         self.get_catalog(catalog).await?;
         ctx.require(
             catalog,
@@ -395,11 +396,12 @@ impl Catalog {
                     version: 1,
                 },
             );
+            let view = role_view(name, &properties, now, now, 1);
             Ok((
-                (),
+                view.clone(),
                 Outcome::Json {
                     status: 201,
-                    body: serde_json::json!({}),
+                    body: view,
                 },
             ))
         })

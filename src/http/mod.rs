@@ -74,6 +74,10 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
             "/api/management/v1",
             management::routes().merge(principals::routes()),
         )
+        .route(
+            "/api/catalog/polaris/v1/{catalog}/applicable-policies",
+            get(management::applicable_policies),
+        )
         .route("/healthz", get(healthz))
         // A route layer, added before the 405 fallback, so that the fallback stays outside
         // it: an undeclared method is a 405 even when it carries a reused Idempotency-Key.

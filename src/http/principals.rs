@@ -253,15 +253,16 @@ async fn create_principal_role(
     State(s): State<AppState>,
     Ctx(ctx): Ctx,
     JsonBody(body): JsonBody<CreatePrincipalRole>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<(StatusCode, Json<Value>)> {
     s.catalog
         .create_principal_role(
             &ctx,
             &body.principal_role.name,
             body.principal_role.properties,
         )
-        .await?;
-    Ok(StatusCode::CREATED)
+        .await
+        .map(|view| (StatusCode::CREATED, Json(view)))
+        .map_err(Into::into)
 }
 
 async fn get_principal_role(
@@ -395,7 +396,7 @@ async fn create_catalog_role(
     Ctx(ctx): Ctx,
     Path(c): Path<String>,
     JsonBody(body): JsonBody<CatalogRoleBody>,
-) -> ApiResult<StatusCode> {
+) -> ApiResult<(StatusCode, Json<Value>)> {
     s.catalog
         .create_catalog_role(
             &ctx,
@@ -403,8 +404,9 @@ async fn create_catalog_role(
             &body.catalog_role.name,
             body.catalog_role.properties,
         )
-        .await?;
-    Ok(StatusCode::CREATED)
+        .await
+        .map(|view| (StatusCode::CREATED, Json(view)))
+        .map_err(Into::into)
 }
 
 async fn get_catalog_role(

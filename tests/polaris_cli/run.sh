@@ -22,26 +22,10 @@ case "$FLOE_BIN" in /*) ;; *) FLOE_BIN="$ROOT/$FLOE_BIN" ;; esac
 
 log() { printf '[polaris-cli] %s\n' "$*"; }
 
+# shellcheck source=../../scripts/venv.sh
+source "$ROOT/scripts/venv.sh"
 setup_venv() {
-  local stamp="$VENV/.requirements.sha256" sum
-  sum="$(sha256sum "$REQ" | cut -d' ' -f1)"
-  if [[ -x "$VENV/bin/python" ]] && ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
-    log "venv at $VENV is broken; recreating"
-    rm -rf "$VENV"
-  fi
-  if [[ ! -x "$VENV/bin/python" ]]; then
-    mkdir -p "$(dirname "$VENV")"
-    python3 -m venv "$VENV" || return 1
-    rm -f "$stamp"
-  fi
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$sum" ]]; then
-    log "requirements unchanged; venv up to date ($VENV)"
-  else
-    log "installing $REQ into $VENV"
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip || return 1
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ" || return 1
-    printf '%s\n' "$sum" >"$stamp"
-  fi
+  ensure_venv "$VENV" "$REQ" | sed 's/^/[polaris-cli] /' || return 1
   "$VENV/bin/python" -m pip freeze --disable-pip-version-check \
     | grep -iE '^(apache-polaris|pytest|requests)==' || true
 }
