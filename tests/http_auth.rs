@@ -683,6 +683,25 @@ async fn entities_update_by_version_and_list_who_holds_a_role() {
     root.get(&format!("{MGMT}/principal-roles/nope/principals"))
         .await
         .error_status(404);
+    // Created roles come back in the 201 (Polaris's CLI reads them).
+    let created = root
+        .post(
+            &format!("{MGMT}/principal-roles"),
+            &json!({"principalRole": {"name": "fresh", "properties": {"a": "b"}}}),
+        )
+        .await
+        .ok(201)
+        .json();
+    assert_eq!(created["name"], "fresh");
+    assert_eq!(created["entityVersion"], 1);
+    // Polaris's policy API: no policies; a catalog one does not see does not exist.
+    let policies = "/api/catalog/polaris/v1/default/applicable-policies";
+    let none = root.get(policies).await.ok(200).json();
+    assert_eq!(none["applicable-policies"], json!([]));
+    p.get(policies).await.error_status(404);
+    root.get("/api/catalog/polaris/v1/nope/applicable-policies")
+        .await
+        .error_status(404);
     p.get(&format!("{MGMT}/principal-roles/p_role/principals"))
         .await
         .error(403, "ForbiddenException");
