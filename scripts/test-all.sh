@@ -8,7 +8,7 @@
 #   1. cargo build --release [--locked]
 #   2. cargo fmt --check
 #   3. cargo clippy --release --all-targets -- -D warnings
-#   4. cargo test --release
+#   4. cargo test --release --no-fail-fast (every test binary, even after a failure)
 #   5. the Iceberg REST Compatibility Kit      (tests/rck/run.sh)
 #   6. a bounded schemathesis fuzz of the spec (tests/fuzz/run.sh, ~1-2 min)
 #   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
@@ -163,7 +163,7 @@ run_step "cargo build --release ${locked[*]}" cargo build --release "${locked[@]
 run_step "cargo fmt --check" cargo fmt --check || true
 run_step "cargo clippy --release --all-targets -- -D warnings" \
   cargo clippy --release "${locked[@]}" --all-targets -- -D warnings || true
-run_step "cargo test --release" cargo test --release "${locked[@]}" || true
+run_step "cargo test --release --no-fail-fast" cargo test --release --no-fail-fast "${locked[@]}" || true
 
 if ((build_ok)) && [[ ! -x "$FLOE_BIN" ]]; then
   echo "build succeeded but $FLOE_BIN is missing" >&2

@@ -188,7 +188,9 @@ async fn requests_without_a_valid_token_are_401() {
 
 #[tokio::test]
 async fn expired_tokens_and_deleted_principals_are_401() {
-    let s = secure_server_with(|c| c.auth.token_lifetime = Duration::from_secs(1)).await;
+    // Tokens carry whole seconds: one issued late in a second lives up to a second less
+    // than the lifetime, so the setup below gets 3 s (1 s made the test flaky on CI).
+    let s = secure_server_with(|c| c.auth.token_lifetime = Duration::from_secs(3)).await;
     let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
     let (id, secret) = principal_with(&root, "temp", "default", &[]).await;
     let temp = As::new(&s, &token(&s, &id, &secret, "catalog").await);
@@ -199,7 +201,7 @@ async fn expired_tokens_and_deleted_principals_are_401() {
     temp.get("/v1/config")
         .await
         .error(401, "NotAuthorizedException");
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
     root.get("/v1/config")
         .await
         .error(401, "NotAuthorizedException");
