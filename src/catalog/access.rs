@@ -62,6 +62,22 @@ pub fn role_view(
     })
 }
 
+/// A principal role's or catalog role's public view.
+pub trait RoleView {
+    fn view(&self) -> serde_json::Value;
+}
+
+macro_rules! role_views {
+    ($($record:ty),*) => {$(
+        impl RoleView for $record {
+            fn view(&self) -> serde_json::Value {
+                role_view(&self.name, &self.properties, self.created_ms, self.updated_ms, self.version)
+            }
+        }
+    )*};
+}
+role_views!(PrincipalRoleRecord, CatalogRoleRecord);
+
 /// The entity an update of properties names.
 #[derive(Debug, Clone, Copy)]
 pub enum Entity<'a> {
@@ -154,13 +170,7 @@ impl Catalog {
                         .ok_or_else(|| not_found("Principal role", name))?;
                     let what = format!("Principal role {name}");
                     replace_properties(&what, r.versioned(), expected_version, new)?;
-                    role_view(
-                        &r.name,
-                        &r.properties,
-                        r.created_ms,
-                        r.updated_ms,
-                        r.version,
-                    )
+                    r.view()
                 }
                 Entity::CatalogRole { catalog, name } => {
                     let r = state
@@ -170,13 +180,7 @@ impl Catalog {
                         .ok_or_else(|| not_found("Catalog role", name))?;
                     let what = format!("Catalog role {name}");
                     replace_properties(&what, r.versioned(), expected_version, new)?;
-                    role_view(
-                        &r.name,
-                        &r.properties,
-                        r.created_ms,
-                        r.updated_ms,
-                        r.version,
-                    )
+                    r.view()
                 }
             };
             Ok((

@@ -14,7 +14,7 @@ use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
 use super::AppState;
 use crate::auth::privileges::{Grant, Privilege, Securable};
-use crate::catalog::access::{principal_view, role_view, Entity};
+use crate::catalog::access::{principal_view, Entity, RoleView};
 use crate::model::{Ident, Namespace, Properties};
 
 pub fn routes() -> Router<AppState> {
@@ -179,15 +179,7 @@ async fn roles_of_principal(
                 .principal_roles
                 .iter()
                 .filter_map(|r| st.principal_roles.get(r))
-                .map(|r| {
-                    role_view(
-                        &r.name,
-                        &r.properties,
-                        r.created_ms,
-                        r.updated_ms,
-                        r.version,
-                    )
-                })
+                .map(|r| r.view())
                 .collect::<Vec<_>>())
         })
         .await?;
@@ -234,15 +226,7 @@ async fn list_principal_roles(State(s): State<AppState>, Ctx(ctx): Ctx) -> ApiRe
             Ok(st
                 .principal_roles
                 .values()
-                .map(|r| {
-                    role_view(
-                        &r.name,
-                        &r.properties,
-                        r.created_ms,
-                        r.updated_ms,
-                        r.version,
-                    )
-                })
+                .map(|r| r.view())
                 .collect::<Vec<_>>())
         })
         .await?;
@@ -275,15 +259,7 @@ async fn get_principal_role(
         .security_view(&ctx, None, |st| {
             st.principal_roles
                 .get(&r)
-                .map(|r| {
-                    role_view(
-                        &r.name,
-                        &r.properties,
-                        r.created_ms,
-                        r.updated_ms,
-                        r.version,
-                    )
-                })
+                .map(|r| r.view())
                 .ok_or_else(|| missing("Principal role", &r))
         })
         .await?;
@@ -316,15 +292,7 @@ async fn catalog_roles_of(
                 .iter()
                 .filter(|(catalog, _)| *catalog == c)
                 .filter_map(|(_, name)| st.catalog_roles.get(&c)?.get(name))
-                .map(|cr| {
-                    role_view(
-                        &cr.name,
-                        &cr.properties,
-                        cr.created_ms,
-                        cr.updated_ms,
-                        cr.version,
-                    )
-                })
+                .map(|cr| cr.view())
                 .collect::<Vec<_>>())
         })
         .await?;
@@ -371,20 +339,7 @@ async fn list_catalog_roles(
             Ok(st
                 .catalog_roles
                 .get(&c)
-                .map(|roles| {
-                    roles
-                        .values()
-                        .map(|cr| {
-                            role_view(
-                                &cr.name,
-                                &cr.properties,
-                                cr.created_ms,
-                                cr.updated_ms,
-                                cr.version,
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                })
+                .map(|roles| roles.values().map(|cr| cr.view()).collect::<Vec<_>>())
                 .unwrap_or_default())
         })
         .await?;
@@ -420,15 +375,7 @@ async fn get_catalog_role(
             st.catalog_roles
                 .get(&c)
                 .and_then(|roles| roles.get(&cr))
-                .map(|r| {
-                    role_view(
-                        &r.name,
-                        &r.properties,
-                        r.created_ms,
-                        r.updated_ms,
-                        r.version,
-                    )
-                })
+                .map(|r| r.view())
                 .ok_or_else(|| missing("Catalog role", &cr))
         })
         .await?;
@@ -645,15 +592,7 @@ async fn principal_roles_holding(
                 .principal_roles
                 .values()
                 .filter(|r| r.catalog_roles.contains(&held))
-                .map(|r| {
-                    role_view(
-                        &r.name,
-                        &r.properties,
-                        r.created_ms,
-                        r.updated_ms,
-                        r.version,
-                    )
-                })
+                .map(|r| r.view())
                 .collect::<Vec<_>>())
         })
         .await?;
