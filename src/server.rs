@@ -35,6 +35,10 @@ pub struct ServerConfig {
     pub auth: AuthSettings,
     /// The `root` principal's client id and secret on first start (else generated).
     pub bootstrap_credentials: Option<(String, String)>,
+    /// `storageConfigInfo` of catalogs created without one (and of the default catalog).
+    pub default_storage: Option<serde_json::Value>,
+    /// How long vended storage credentials live.
+    pub credential_lifetime: Duration,
 }
 
 impl ServerConfig {
@@ -49,8 +53,21 @@ impl ServerConfig {
             idempotency_lifetime: CatalogSettings::default().idempotency_lifetime,
             auth: AuthSettings::default(),
             bootstrap_credentials: None,
+            default_storage: None,
+            credential_lifetime: CatalogSettings::default().credential_lifetime,
         }
     }
+}
+
+/// The storage a warehouse location implies when none is configured: S3 (with the
+/// server's AWS environment) for `s3://`, GCS for `gs://`, else the local file system.
+fn default_storage_for(warehouse: &str) -> serde_json::Value {
+    let storage_type = match crate::storage::location::scheme_of(warehouse) {
+        Ok(crate::storage::location::Scheme::S3) => "S3",
+        Ok(crate::storage::location::Scheme::Gcs) => "GCS",
+        _ => "FILE",
+    };
+    serde_json::json!({ "storageType": storage_type })
 }
 
 fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
@@ -80,9 +97,14 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
     let catalog = Catalog::new(
         store,
         CatalogSettings {
-            warehouse_root: warehouse,
+            warehouse_root: warehouse.clone(),
             fsync: config.fsync,
             idempotency_lifetime: config.idempotency_lifetime,
+            default_storage: match &config.default_storage {
+                Some(storage) => storage.clone(),
+                None => default_storage_for(&warehouse),
+            },
+            credential_lifetime: config.credential_lifetime,
             ..CatalogSettings::default()
         },
     )

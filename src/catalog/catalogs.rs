@@ -1,14 +1,13 @@
 //! Catalogs: the REST `prefix`, managed through Polaris's management API shape.
 //! Only INTERNAL catalogs on FILE storage exist so far.
 
-use serde_json::json;
-
 use super::error::{catalog_missing, CatalogError, CatalogResult};
 use super::locations::{allowed_bases, DEFAULT_BASE_LOCATION};
 use super::{new_catalog_id, Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::model::{now_ms, validate_catalog_name, CatalogRecord, Properties};
-use crate::storage::path_segment;
+use crate::storage::config::{allowed_locations, check_properties};
+use crate::storage::{path_segment, StorageConfig};
 use crate::store::Mutation;
 
 /// A catalog to create, in the terms of Polaris's `Catalog` object.
@@ -22,33 +21,13 @@ pub struct NewCatalog {
     pub storage_config: Option<serde_json::Value>,
 }
 
-fn validate_storage_config(storage: &serde_json::Value) -> CatalogResult<()> {
-    let storage_type = storage.get("storageType").and_then(|t| t.as_str());
-    match storage_type {
-        Some("FILE") => {}
-        Some(other @ ("S3" | "GCS" | "AZURE")) => {
-            return Err(CatalogError::bad_request(format!(
-                "Storage type {other} is not supported yet; use FILE"
-            )))
-        }
-        Some(other) => {
-            return Err(CatalogError::bad_request(format!(
-                "Unknown storage type {other}"
-            )))
-        }
-        None => {
-            return Err(CatalogError::bad_request(
-                "storageConfigInfo.storageType is required",
-            ))
-        }
-    }
-    match storage.get("allowedLocations") {
-        None => Ok(()),
-        Some(serde_json::Value::Array(items)) if items.iter().all(|i| i.is_string()) => Ok(()),
-        Some(_) => Err(CatalogError::bad_request(
-            "storageConfigInfo.allowedLocations must be an array of strings",
-        )),
-    }
+/// Checks a storage config and the catalog properties stored with it.
+fn validate_storage_config(
+    storage: &serde_json::Value,
+    properties: &Properties,
+) -> CatalogResult<StorageConfig> {
+    check_properties(properties).map_err(|e| CatalogError::bad_request(e.0))?;
+    StorageConfig::parse(storage).map_err(|e| CatalogError::bad_request(e.0))
 }
 
 impl Catalog {
@@ -66,19 +45,29 @@ impl Catalog {
             )));
         }
         let mut properties = new.properties;
-        properties
-            .entry(DEFAULT_BASE_LOCATION.to_string())
-            .or_insert_with(|| {
-                format!(
-                    "{}/{}",
-                    self.settings.warehouse_root.trim_end_matches('/'),
-                    path_segment(&new.name)
-                )
-            });
         let storage_config = new
             .storage_config
-            .unwrap_or_else(|| json!({ "storageType": "FILE" }));
-        validate_storage_config(&storage_config)?;
+            .unwrap_or_else(|| self.settings.default_storage.clone());
+        let storage = validate_storage_config(&storage_config, &properties)?;
+        if !properties.contains_key(DEFAULT_BASE_LOCATION) {
+            // Under the server's warehouse when that is on the same kind of storage,
+            // else in the first allowed location.
+            let root = self.settings.warehouse_root.trim_end_matches('/');
+            let base = if storage.check_scheme(root).is_ok() {
+                format!("{root}/{}", path_segment(&new.name))
+            } else {
+                allowed_locations(&storage_config)
+                    .ok()
+                    .and_then(|l| l.into_iter().next())
+                    .ok_or_else(|| {
+                        CatalogError::bad_request(format!(
+                            "A catalog on {} storage needs properties.default-base-location or storageConfigInfo.allowedLocations",
+                            storage.scheme().as_str()
+                        ))
+                    })?
+            };
+            properties.insert(DEFAULT_BASE_LOCATION.to_string(), base);
+        }
         let now = now_ms();
         let record = CatalogRecord {
             id: new_catalog_id(),
@@ -209,9 +198,20 @@ impl Catalog {
             updated.properties = properties;
         }
         if let Some(storage) = storage_config {
-            validate_storage_config(&storage)?;
+            let (old, new) = (
+                StorageConfig::of(&current.storage_config),
+                StorageConfig::parse(&storage).map_err(|e| CatalogError::bad_request(e.0))?,
+            );
+            if old.scheme() != new.scheme() {
+                return Err(CatalogError::bad_request(format!(
+                    "A catalog's storage type cannot change ({} to {}): its tables' files stay where they are",
+                    old.scheme().as_str(),
+                    new.scheme().as_str()
+                )));
+            }
             updated.storage_config = storage;
         }
+        validate_storage_config(&updated.storage_config, &updated.properties)?;
         allowed_bases(&updated)?;
         updated.version = current.version + 1;
         updated.updated_ms = now_ms();

@@ -175,6 +175,9 @@ impl From<StorageError> for CatalogError {
             e @ StorageError::TooLarge { .. } => CatalogError::bad_request(e.to_string()),
             StorageError::InvalidLocation(message) => CatalogError::BadRequest(message),
             StorageError::Io(error) => CatalogError::Internal(error),
+            StorageError::Unavailable(message) => {
+                CatalogError::Unavailable(format!("Storage unavailable: {message}"))
+            }
         }
     }
 }

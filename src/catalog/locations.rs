@@ -5,7 +5,8 @@ use uuid::Uuid;
 
 use super::error::{CatalogError, CatalogResult};
 use crate::model::{CatalogRecord, Ident, Properties};
-use crate::storage::{canonical_location, is_within, path_segment};
+use crate::storage::config::allowed_locations;
+use crate::storage::{canonical_location, is_within, path_segment, StorageConfig};
 
 pub const DEFAULT_BASE_LOCATION: &str = "default-base-location";
 
@@ -18,17 +19,19 @@ pub fn catalog_base(catalog: &CatalogRecord) -> &str {
         .unwrap_or("")
 }
 
-/// Every location the catalog allows, in canonical form.
+/// Every location the catalog allows, in canonical form. All are on the catalog's kind
+/// of storage (an S3 catalog has no `file:` base, and so on).
 pub fn allowed_bases(catalog: &CatalogRecord) -> CatalogResult<Vec<String>> {
-    let mut bases = vec![canonical_location(catalog_base(catalog))?];
-    if let Some(allowed) = catalog
-        .storage_config
-        .get("allowedLocations")
-        .and_then(|a| a.as_array())
-    {
-        for location in allowed.iter().filter_map(|l| l.as_str()) {
-            bases.push(canonical_location(location)?);
-        }
+    let storage = StorageConfig::of(&catalog.storage_config);
+    let mut locations =
+        allowed_locations(&catalog.storage_config).map_err(|e| CatalogError::bad_request(e.0))?;
+    locations.insert(0, catalog_base(catalog).to_string());
+    let mut bases = Vec::with_capacity(locations.len());
+    for location in locations {
+        storage
+            .check_scheme(&location)
+            .map_err(|e| CatalogError::bad_request(e.0))?;
+        bases.push(canonical_location(&location)?);
     }
     Ok(bases)
 }

@@ -14,6 +14,8 @@
 //!   tables and views share (create, register, list, rename, drop, the commit loop).
 //! - `commit`: pure commit rules over iceberg-rust's metadata builders.
 //! - `locations`: where tables and views live, and which locations are allowed.
+//! - `delegation`: storage settings, vended credentials and remote signing for a
+//!   table's files, scoped by the caller's privileges.
 //! - `error`: the catalog's errors, and the one translation of store and file errors.
 //!
 //! Every change reaches the store as one `WriteBatch` built by [`Catalog::batch`], which
@@ -23,6 +25,7 @@ pub mod access;
 pub mod catalogs;
 pub mod commit;
 pub mod context;
+pub mod delegation;
 pub mod error;
 pub mod locations;
 pub mod namespaces;
@@ -40,6 +43,7 @@ use std::time::Duration;
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::model::{now_ms, CatalogId, Ident};
+use crate::storage::vending::Vendor;
 use crate::storage::FileStores;
 use crate::store::{Applied, IdempotencyRecord, Mutation, Store, WriteBatch};
 pub use context::RequestContext;
@@ -62,6 +66,11 @@ pub struct CatalogSettings {
     /// `/v1/config` as `idempotency-key-lifetime`); outcomes are kept a grace period
     /// longer.
     pub idempotency_lifetime: Duration,
+    /// The `storageConfigInfo` of catalogs created without one (and of the bootstrap
+    /// catalog).
+    pub default_storage: serde_json::Value,
+    /// How long vended storage credentials live.
+    pub credential_lifetime: Duration,
 }
 
 /// Kept beyond the advertised lifetime, for clock skew and slow retries.
@@ -75,6 +84,8 @@ impl Default for CatalogSettings {
             max_commit_attempts: 10,
             max_metadata_file_bytes: 64 * 1024 * 1024,
             idempotency_lifetime: Duration::from_secs(30 * 60),
+            default_storage: serde_json::json!({ "storageType": "FILE" }),
+            credential_lifetime: Duration::from_secs(3600),
         }
     }
 }
@@ -82,6 +93,7 @@ impl Default for CatalogSettings {
 pub struct Catalog {
     store: Arc<dyn Store>,
     files: FileStores,
+    vendor: Vendor,
     settings: CatalogSettings,
     commit_locks: CommitLocks,
     security: security::SecurityCache,
@@ -92,6 +104,7 @@ impl Catalog {
         Catalog {
             store,
             files: FileStores::new(settings.fsync),
+            vendor: Vendor::new(settings.credential_lifetime),
             settings,
             commit_locks: CommitLocks::new(),
             security: security::SecurityCache::default(),

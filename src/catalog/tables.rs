@@ -178,6 +178,7 @@ impl Catalog {
             None => default_location(&record, &namespace_properties, &ident),
         };
         let canonical = check_allowed(&record, &location)?;
+        self.check_delegation(ctx, &record, &ident).await?;
         let (format_version, properties) = format_version_and_properties(request.properties)?;
         let metadata = TableMetadataBuilder::new(
             request.schema,
@@ -249,23 +250,6 @@ impl Catalog {
             metadata_location: Some(object.metadata_location),
             metadata,
         })
-    }
-
-    /// `GET .../credentials`: the caller must be allowed to read the table's data.
-    pub async fn table_credentials(
-        &self,
-        ctx: &RequestContext,
-        catalog: &str,
-        ident: &Ident,
-    ) -> CatalogResult<()> {
-        ctx.require(
-            catalog,
-            Privilege::TABLE_READ_DATA,
-            &Securable::table(ident),
-        )?;
-        self.load_table(ctx, catalog, ident, SnapshotsMode::Refs)
-            .await
-            .map(|_| ())
     }
 
     /// The metadata comes from the store, but a table whose file was deleted behind the

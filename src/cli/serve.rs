@@ -87,6 +87,14 @@ pub struct ServeArgs {
     /// (default: generated, printed once, and saved in <data-dir>/root-credentials).
     #[arg(long, env = "FLOE_BOOTSTRAP_CREDENTIALS", hide_env_values = true)]
     pub bootstrap_credentials: Option<String>,
+    /// `storageConfigInfo` (JSON) of the default catalog and of catalogs created without
+    /// one, e.g. `{"storageType":"S3","endpoint":"http://127.0.0.1:8333","pathStyleAccess":true}`.
+    /// Default: implied by the warehouse's scheme.
+    #[arg(long, env = "FLOE_STORAGE_CONFIG")]
+    pub storage_config: Option<String>,
+    /// Seconds vended storage credentials live (STS DurationSeconds).
+    #[arg(long, env = "FLOE_CREDENTIAL_LIFETIME", default_value_t = 3600)]
+    pub credential_lifetime: u64,
     /// Log filter, e.g. `info`, `warn`, `floe=debug`.
     #[arg(long, env = "FLOE_LOG", default_value = "info")]
     pub log: String,
@@ -178,6 +186,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             }),
         },
         bootstrap_credentials: bootstrap_credentials(args.bootstrap_credentials.as_deref())?,
+        default_storage: args
+            .storage_config
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--storage-config is not JSON: {e}"))?,
+        credential_lifetime: std::time::Duration::from_secs(args.credential_lifetime),
     };
     let router = server::build(&config).await?;
     let listener = TcpListener::bind(args.bind)

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::management::catalog_json;
+use crate::catalog::delegation::TableConfig;
 use crate::catalog::outcome::{LoadedTable, LoadedView};
 use crate::catalog::Outcome;
 use crate::stable_hash::fnv1a;
@@ -15,7 +16,9 @@ pub use crate::catalog::tables::SnapshotsMode;
 
 pub fn render(outcome: &Outcome) -> Response {
     match outcome {
-        Outcome::Table(table) => table_response(table, SnapshotsMode::All),
+        // Credentials are never kept with an outcome: a replay answers without them (the
+        // client can ask `/credentials`).
+        Outcome::Table(table) => table_response(table, SnapshotsMode::All, &TableConfig::default()),
         Outcome::View(view) => view_response(view),
         Outcome::Namespace {
             namespace,
@@ -69,8 +72,25 @@ pub fn etag(metadata_location: &str, mode: SnapshotsMode) -> String {
     format!("\"{:016x}\"", fnv1a(bytes.concat()))
 }
 
+/// `"config":{…}` and, when there are any, `"storage-credentials":[…]`.
+fn push_table_config(body: &mut String, config: &TableConfig) {
+    body.push_str(",\"config\":");
+    body.push_str(&json!(config.config).to_string());
+    if !config.credentials.is_empty() {
+        let credentials: Vec<_> = config
+            .credentials
+            .iter()
+            .map(|c| json!({"prefix": c.prefix, "config": c.config}))
+            .collect();
+        body.push_str(",\"storage-credentials\":");
+        body.push_str(&serde_json::Value::from(credentials).to_string());
+    }
+}
+
 /// A LoadTableResult, assembled around the stored metadata text without re-serialising it.
-pub fn table_response(table: &LoadedTable, mode: SnapshotsMode) -> Response {
+/// A response carrying credentials has no ETag: a 304 would have the client keep
+/// expiring keys.
+pub fn table_response(table: &LoadedTable, mode: SnapshotsMode, config: &TableConfig) -> Response {
     let mut body = String::with_capacity(table.metadata.len() + 128);
     body.push('{');
     if let Some(location) = &table.metadata_location {
@@ -80,9 +100,10 @@ pub fn table_response(table: &LoadedTable, mode: SnapshotsMode) -> Response {
     }
     body.push_str("\"metadata\":");
     body.push_str(&table.metadata);
-    body.push_str(",\"config\":{}}");
+    push_table_config(&mut body, config);
+    body.push('}');
     let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
-    if let Some(location) = &table.metadata_location {
+    if let (Some(location), true) = (&table.metadata_location, config.credentials.is_empty()) {
         if let Ok(value) = HeaderValue::from_str(&etag(location, mode)) {
             response.headers_mut().insert(header::ETAG, value);
         }

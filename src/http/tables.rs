@@ -14,10 +14,11 @@ use super::error::{ApiError, ApiResult};
 use super::extract::{
     check_body_ident, ident, identifiers_page, namespace, IdentBody, JsonBody, Params, Rename,
 };
-use super::outcome::{etag, render, table_response};
+use super::outcome::{etag, render, table_response, SnapshotsMode};
 use super::AppState;
-use crate::catalog::tables::{CreateTable, SnapshotsMode, TableChange};
+use crate::catalog::tables::{CreateTable, TableChange};
 use crate::catalog::Outcome;
+use crate::storage::signing::SignRequest;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -32,6 +33,10 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/{prefix}/namespaces/{namespace}/tables/{table}/credentials",
             get(credentials),
+        )
+        .route(
+            "/{prefix}/namespaces/{namespace}/tables/{table}/sign",
+            post(sign),
         )
         .route(
             "/{prefix}/namespaces/{namespace}/tables/{table}/metrics",
@@ -82,11 +87,18 @@ async fn create(
     Path((prefix, ns)): Path<(String, String)>,
     JsonBody(body): JsonBody<CreateTable>,
 ) -> ApiResult<Response> {
+    let namespace = namespace(&ns)?;
+    let name = body.name.clone();
     let table = state
         .catalog
-        .create_table(&ctx, &prefix, &namespace(&ns)?, body)
+        .create_table(&ctx, &prefix, &namespace, body)
         .await?;
-    Ok(render(&Outcome::Table(table)))
+    let ident = crate::model::Ident::new(namespace, name).map_err(ApiError::from)?;
+    let config = state
+        .catalog
+        .table_config(&ctx, &prefix, &ident, &table.metadata)
+        .await?;
+    Ok(table_response(&table, SnapshotsMode::All, &config))
 }
 
 async fn load(
@@ -97,16 +109,21 @@ async fn load(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let mode = snapshots_mode(&params)?;
+    let ident = ident(&ns, &table)?;
     let loaded = state
         .catalog
-        .load_table(&ctx, &prefix, &ident(&ns, &table)?, mode)
+        .load_table(&ctx, &prefix, &ident, mode)
         .await?;
-    if let Some(location) = &loaded.metadata_location {
+    let config = state
+        .catalog
+        .table_config(&ctx, &prefix, &ident, &loaded.metadata)
+        .await?;
+    if let (Some(location), true) = (&loaded.metadata_location, config.credentials.is_empty()) {
         if matches_if_none_match(&headers, &etag(location, mode)) {
             return Ok(StatusCode::NOT_MODIFIED.into_response());
         }
     }
-    Ok(table_response(&loaded, mode))
+    Ok(table_response(&loaded, mode, &config))
 }
 
 async fn exists(
@@ -161,17 +178,36 @@ async fn drop_table(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Tables on local storage need no credentials: the list is truthfully empty.
+/// Vended credentials for a table (an empty list on storage that vends none).
 async fn credentials(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
     Path((prefix, ns, table)): Path<(String, String, String)>,
 ) -> ApiResult<Json<Value>> {
-    state
+    let credentials = state
         .catalog
-        .table_credentials(&ctx, &prefix, &ident(&ns, &table)?)
+        .load_credentials(&ctx, &prefix, &ident(&ns, &table)?)
         .await?;
-    Ok(Json(json!({ "storage-credentials": [] })))
+    let credentials: Vec<Value> = credentials
+        .into_iter()
+        .map(|c| json!({"prefix": c.prefix, "config": c.config}))
+        .collect();
+    Ok(Json(json!({ "storage-credentials": credentials })))
+}
+
+/// Signs a request to the table's object store (`s3.remote-signing-enabled`).
+async fn sign(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    Path((prefix, ns, table)): Path<(String, String, String)>,
+    JsonBody(body): JsonBody<SignRequest>,
+) -> ApiResult<Response> {
+    let signed = state
+        .catalog
+        .sign_request(&ctx, &prefix, &ident(&ns, &table)?, body)
+        .await?;
+    // A signature is for one request: no cache may keep it.
+    Ok(([(header::CACHE_CONTROL, "no-cache")], Json(signed)).into_response())
 }
 
 async fn report_metrics(

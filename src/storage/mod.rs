@@ -9,13 +9,22 @@
 //! This layer reports what happened to a file ([`StorageError`]); the catalog decides
 //! what that means for the request (a 409, a 400, ...).
 
+pub mod config;
 pub mod local;
+pub mod location;
+pub mod object;
+pub mod signing;
+pub mod vending;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 
-use crate::model::CatalogRecord;
+pub use config::StorageConfig;
+pub use location::{canonical_location, is_within};
+
+use crate::model::{CatalogId, CatalogRecord};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -29,9 +38,13 @@ pub enum StorageError {
     InvalidLocation(String),
     #[error("File {location} is larger than {max_bytes} bytes")]
     TooLarge { location: String, max_bytes: u64 },
-    /// The file system or object store failed; the outcome of a write is unknown.
+    /// The file system failed; the outcome of a write is unknown.
     #[error("{0:#}")]
     Io(anyhow::Error),
+    /// An object store or STS could not be reached or refused the server; the outcome
+    /// of a write is unknown.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 pub type StorageResult<T> = Result<T, StorageError>;
@@ -60,48 +73,49 @@ pub trait FileStore: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct FileStores {
     local: Arc<dyn FileStore>,
+    /// Object stores by catalog and catalog version: a changed storage config gets new
+    /// clients, and the old ones go when the map is swept.
+    objects: Arc<Mutex<CatalogStores>>,
 }
+
+/// Object stores keyed by catalog id and version.
+type CatalogStores = HashMap<(CatalogId, i64), Arc<dyn FileStore>>;
+
+/// More cached object-store clients than this and the stale ones are dropped.
+const MAX_CACHED_CATALOG_STORES: usize = 1024;
 
 impl FileStores {
     pub fn new(fsync: bool) -> Self {
         FileStores {
             local: Arc::new(local::LocalFiles::new(fsync)),
+            objects: Arc::default(),
         }
     }
 
-    /// The file store of a catalog. Only `FILE` storage exists so far, and catalogs with
-    /// another storage type are refused when they are created.
-    pub fn for_catalog(&self, _catalog: &CatalogRecord) -> &dyn FileStore {
-        self.local.as_ref()
+    /// The file store of a catalog: the local file system for FILE storage, else the
+    /// catalog's object store.
+    pub fn for_catalog(&self, catalog: &CatalogRecord) -> Arc<dyn FileStore> {
+        let config = StorageConfig::of(&catalog.storage_config);
+        if config == StorageConfig::File {
+            return self.local.clone();
+        }
+        let mut objects = self.objects.lock().expect("file store map poisoned");
+        let key = (catalog.id, catalog.version);
+        if let Some(store) = objects.get(&key) {
+            return store.clone();
+        }
+        if objects.len() >= MAX_CACHED_CATALOG_STORES {
+            objects.clear();
+        }
+        let store: Arc<dyn FileStore> = Arc::new(object::ObjectFiles::new(config));
+        objects.insert(key, store.clone());
+        store
     }
 
     /// The local file system, for `file:` locations.
     pub fn local(&self) -> &dyn FileStore {
         self.local.as_ref()
     }
-}
-
-/// Canonical form of a location, with a trailing `/`: `file:///abs/path/`.
-/// Rejects other schemes, relative paths and `.`/`..` segments (which could escape a base).
-pub fn canonical_location(location: &str) -> StorageResult<String> {
-    let path = local::local_path_str(location)?;
-    let mut canonical = String::from("file://");
-    for segment in path.split('/').filter(|s| !s.is_empty()) {
-        if segment == "." || segment == ".." {
-            return Err(StorageError::InvalidLocation(format!(
-                "Location {location} must not contain '.' or '..' segments"
-            )));
-        }
-        canonical.push('/');
-        canonical.push_str(segment);
-    }
-    canonical.push('/');
-    Ok(canonical)
-}
-
-/// Whether `location` lies inside (or is) one of `bases`; all in canonical form.
-pub fn is_within(location: &str, bases: &[String]) -> bool {
-    bases.iter().any(|base| location.starts_with(base.as_str()))
 }
 
 /// Longest directory name made from a name; file systems allow 255 bytes per component,
@@ -138,32 +152,6 @@ pub fn path_segment(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn canonical_forms_agree() {
-        let want = "file:///tmp/wh/t/";
-        assert_eq!(canonical_location("file:///tmp/wh/t").unwrap(), want);
-        assert_eq!(canonical_location("file:/tmp/wh/t/").unwrap(), want);
-        assert_eq!(canonical_location("/tmp//wh/t").unwrap(), want);
-        assert_eq!(
-            canonical_location("file://localhost/tmp/wh/t").unwrap(),
-            want
-        );
-    }
-
-    #[test]
-    fn rejects_escapes_and_other_schemes() {
-        assert!(canonical_location("file:///tmp/wh/../etc").is_err());
-        assert!(canonical_location("s3://bucket/x").is_err());
-        assert!(canonical_location("relative/path").is_err());
-    }
-
-    #[test]
-    fn within_is_by_segment() {
-        let bases = vec!["file:///tmp/wh/".to_string()];
-        assert!(is_within("file:///tmp/wh/a/", &bases));
-        assert!(!is_within("file:///tmp/wh2/a/", &bases));
-    }
 
     #[test]
     fn segments_are_safe() {

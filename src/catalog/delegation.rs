@@ -1,0 +1,311 @@
+//! Access delegation: what a client gets, besides a table's metadata, to reach its files —
+//! the storage settings in `config`, vended credentials in `storage-credentials`, or the
+//! remote-signing settings — and the `/credentials` and `/sign` endpoints.
+//!
+//! Credentials and signatures are scoped by the caller's privileges on the table:
+//! TABLE_WRITE_DATA gets read-write, TABLE_READ_DATA read-only, neither a 403. Only
+//! object-store catalogs delegate; on FILE storage the answer is empty, as before.
+
+use std::collections::{BTreeMap, HashMap};
+
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use serde::Deserialize;
+
+use super::error::{CatalogError, CatalogResult};
+use super::locations::check_allowed;
+use super::tables::SnapshotsMode;
+use super::{Catalog, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
+use crate::model::{CatalogRecord, Ident};
+use crate::storage::config::S3Storage;
+use crate::storage::location::{parse_object, ObjectLocation};
+use crate::storage::signing::{self, Refusal, SignRequest, SignResult};
+use crate::storage::vending::{server_keys, AccessLevel, TemporaryKeys};
+use crate::storage::StorageConfig;
+
+/// One entry of `storage-credentials`: the config applies under `prefix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageCredential {
+    pub prefix: String,
+    pub config: BTreeMap<String, String>,
+}
+
+/// The `config` and `storage-credentials` of a LoadTableResult.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableConfig {
+    pub config: BTreeMap<String, String>,
+    pub credentials: Vec<StorageCredential>,
+}
+
+/// The parts of a metadata document that say where a table's files are.
+#[derive(Deserialize)]
+struct FileLocations {
+    location: String,
+    #[serde(default)]
+    properties: HashMap<String, String>,
+}
+
+/// `v1/{prefix}/namespaces/{ns}/tables/{t}/{what}`, relative to the catalog's URI (as
+/// Iceberg clients resolve `client.refresh-credentials-endpoint` and `signer.endpoint`).
+fn table_endpoint(catalog: &str, ident: &Ident, what: &str) -> String {
+    let encode = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
+    let namespace: Vec<String> = ident.namespace.levels().iter().map(|l| encode(l)).collect();
+    format!(
+        "v1/{}/namespaces/{}/tables/{}/{what}",
+        encode(catalog),
+        namespace.join("%1F"),
+        encode(&ident.name)
+    )
+}
+
+/// What clients need to reach an S3 catalog's files, credentials aside.
+fn s3_client_config(s3: &S3Storage) -> BTreeMap<String, String> {
+    let mut config = BTreeMap::new();
+    config.insert("client.region".into(), s3.region.clone());
+    if let Some(endpoint) = &s3.endpoint {
+        config.insert("s3.endpoint".into(), endpoint.clone());
+    }
+    config.insert(
+        "s3.path-style-access".into(),
+        s3.path_style_access.to_string(),
+    );
+    config
+}
+
+fn credential_config(keys: &TemporaryKeys, refresh_endpoint: String) -> BTreeMap<String, String> {
+    let mut config = BTreeMap::new();
+    config.insert("s3.access-key-id".into(), keys.access_key_id.clone());
+    config.insert(
+        "s3.secret-access-key".into(),
+        keys.secret_access_key.clone(),
+    );
+    if let Some(token) = &keys.session_token {
+        config.insert("s3.session-token".into(), token.clone());
+    }
+    if let Some(expires) = keys.expires_at_ms {
+        config.insert("s3.session-token-expires-at-ms".into(), expires.to_string());
+        config.insert(
+            "client.refresh-credentials-endpoint".into(),
+            refresh_endpoint,
+        );
+        config.insert("client.refresh-credentials-enabled".into(), "true".into());
+    }
+    config
+}
+
+impl Catalog {
+    /// The access level the caller has on a table's data; 403 with neither privilege.
+    fn data_access(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+    ) -> CatalogResult<AccessLevel> {
+        let target = Securable::table(ident);
+        if ctx
+            .require(catalog, Privilege::TABLE_WRITE_DATA, &target)
+            .is_ok()
+        {
+            return Ok(AccessLevel::Write);
+        }
+        ctx.require(catalog, Privilege::TABLE_READ_DATA, &target)?;
+        Ok(AccessLevel::Read)
+    }
+
+    /// Where a table's files are: its location, and its `write.data.path` when that lies
+    /// in the catalog's allowed locations (the metadata path is inside the location).
+    fn file_locations(
+        record: &CatalogRecord,
+        metadata: &str,
+    ) -> CatalogResult<(String, Vec<ObjectLocation>)> {
+        let doc: FileLocations = serde_json::from_str(metadata).map_err(CatalogError::internal)?;
+        let mut locations = vec![parse_object(&doc.location)?];
+        if let Some(data) = doc.properties.get("write.data.path") {
+            if check_allowed(record, data).is_ok() {
+                let data = parse_object(data)?;
+                if !locations.iter().any(|l| l.canonical() == data.canonical()) {
+                    locations.push(data);
+                }
+            }
+        }
+        Ok((doc.location, locations))
+    }
+
+    /// Checks before a create that the caller may get what it asked to be delegated, so
+    /// that a refusal changes nothing.
+    pub(super) async fn check_delegation(
+        &self,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
+        ident: &Ident,
+    ) -> CatalogResult<()> {
+        let modes = ctx.access_delegation;
+        if (modes.vended_credentials || modes.remote_signing)
+            && matches!(
+                StorageConfig::of(&record.storage_config),
+                StorageConfig::S3(_)
+            )
+        {
+            self.data_access(ctx, &record.name, ident)?;
+        }
+        Ok(())
+    }
+
+    /// The `config` and `storage-credentials` for a table the caller just loaded or
+    /// created, following its `X-Iceberg-Access-Delegation` header. Without the header
+    /// the answer is empty (and costs nothing).
+    pub async fn table_config(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+        metadata: &str,
+    ) -> CatalogResult<TableConfig> {
+        let modes = ctx.access_delegation;
+        if !modes.vended_credentials && !modes.remote_signing {
+            return Ok(TableConfig::default());
+        }
+        let record = self.get_catalog(catalog).await?;
+        let StorageConfig::S3(s3) = StorageConfig::of(&record.storage_config) else {
+            return Ok(TableConfig::default());
+        };
+        let mut out = TableConfig {
+            config: s3_client_config(&s3),
+            credentials: Vec::new(),
+        };
+        let vend = modes.vended_credentials && s3.can_vend();
+        if !vend && !modes.remote_signing {
+            return Ok(out);
+        }
+        let level = self.data_access(ctx, catalog, ident)?;
+        if vend {
+            let (location, locations) = Self::file_locations(&record, metadata)?;
+            let credential = self
+                .vend(&record, &s3, ident, location, &locations, level)
+                .await?;
+            out.config.extend(credential.config.clone());
+            out.credentials.push(credential);
+        } else {
+            let sign = table_endpoint(catalog, ident, "sign");
+            out.config
+                .insert("s3.remote-signing-enabled".into(), "true".into());
+            out.config.insert("s3.signer.endpoint".into(), sign.clone());
+            out.config.insert("signer.endpoint".into(), sign);
+        }
+        Ok(out)
+    }
+
+    async fn vend(
+        &self,
+        record: &CatalogRecord,
+        s3: &S3Storage,
+        ident: &Ident,
+        location: String,
+        locations: &[ObjectLocation],
+        level: AccessLevel,
+    ) -> CatalogResult<StorageCredential> {
+        let keys = self
+            .vendor
+            .s3_credentials((record.id, record.version), s3, locations, level)
+            .await?;
+        let refresh = table_endpoint(&record.name, ident, "credentials");
+        let mut config = credential_config(&keys, refresh);
+        config.extend(s3_client_config(s3));
+        Ok(StorageCredential {
+            prefix: location,
+            config,
+        })
+    }
+
+    /// `GET …/credentials`: fresh (or cached) credentials for the table, scoped by the
+    /// caller's privileges. Empty on storage that vends nothing.
+    pub async fn load_credentials(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+    ) -> CatalogResult<Vec<StorageCredential>> {
+        let level = self.data_access(ctx, catalog, ident)?;
+        let table = self
+            .load_table(ctx, catalog, ident, SnapshotsMode::Refs)
+            .await?;
+        let record = self.get_catalog(catalog).await?;
+        match StorageConfig::of(&record.storage_config) {
+            StorageConfig::S3(s3) if s3.can_vend() => {
+                let (location, locations) = Self::file_locations(&record, &table.metadata)?;
+                Ok(vec![
+                    self.vend(&record, &s3, ident, location, &locations, level)
+                        .await?,
+                ])
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// `POST …/sign`: checks the request against the table and the caller's privileges,
+    /// then signs it with the catalog's key.
+    pub async fn sign_request(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+        request: SignRequest,
+    ) -> CatalogResult<SignResult> {
+        let table = self
+            .load_table(ctx, catalog, ident, SnapshotsMode::Refs)
+            .await?;
+        let record = self.get_catalog(catalog).await?;
+        let StorageConfig::S3(s3) = StorageConfig::of(&record.storage_config) else {
+            return Err(CatalogError::bad_request(format!(
+                "Catalog {catalog} is not on S3 storage: there is nothing to sign"
+            )));
+        };
+        let (_, locations) = Self::file_locations(&record, &table.metadata)?;
+        let refuse = |r: Refusal| match r {
+            Refusal::BadRequest(m) => CatalogError::bad_request(m),
+            Refusal::Forbidden(m) => CatalogError::Forbidden(m),
+        };
+        let needed = signing::authorize(&s3, &locations, &request).map_err(refuse)?;
+        let held = self.data_access(ctx, catalog, ident)?;
+        if needed == AccessLevel::Write && held == AccessLevel::Read {
+            return Err(CatalogError::Forbidden(format!(
+                "Principal '{}' may only read table {ident}: a {} cannot be signed",
+                ctx.principal.name, request.method
+            )));
+        }
+        let keys = server_keys(&s3)?;
+        signing::sign(&keys, &request).map_err(refuse)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Namespace;
+
+    #[test]
+    fn endpoints_encode_names() {
+        let ident = Ident::new(
+            Namespace::new(vec!["a b".into(), "c".into()]).unwrap(),
+            "t/1".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            table_endpoint("cat", &ident, "credentials"),
+            "v1/cat/namespaces/a%20b%1Fc/tables/t%2F1/credentials"
+        );
+    }
+
+    #[test]
+    fn static_keys_carry_no_refresh_endpoint() {
+        let keys = TemporaryKeys {
+            access_key_id: "a".into(),
+            secret_access_key: "s".into(),
+            session_token: None,
+            expires_at_ms: None,
+        };
+        let config = credential_config(&keys, "v1/x".into());
+        assert!(!config.contains_key("client.refresh-credentials-endpoint"));
+        assert!(!config.contains_key("s3.session-token"));
+    }
+}

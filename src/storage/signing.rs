@@ -1,0 +1,410 @@
+//! Remote signing (`POST …/tables/{t}/sign`): a client without S3 keys sends the request
+//! it is about to make; the catalog checks it against the table and signs it with its own
+//! key (SigV4, by `aws-sigv4`).
+//!
+//! What is checked, before anything is signed ([`authorize`]):
+//! - the provider is S3 and the region is the catalog's;
+//! - the URI names the catalog's endpoint (path-style or virtual-hosted), so the server
+//!   never signs for another host;
+//! - the object key (percent-decoded, without `.`/`..` segments) lies under one of the
+//!   table's locations; a bucket-level request is only a listing whose `prefix` lies
+//!   there, or a DeleteObjects whose every key does (its XML body is parsed);
+//! - the method decides the access level: GET/HEAD/OPTIONS read, the others write.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Deserialize;
+
+use super::config::{S3Keys, S3Storage};
+use super::location::ObjectLocation;
+use super::vending::AccessLevel;
+
+/// A `RemoteSignRequest` body.
+#[derive(Debug, Deserialize)]
+pub struct SignRequest {
+    pub region: String,
+    pub uri: String,
+    pub method: String,
+    pub headers: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub body: Option<String>,
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub properties: Option<BTreeMap<String, String>>,
+}
+
+/// A `RemoteSignResult` body.
+#[derive(Debug, serde::Serialize)]
+pub struct SignResult {
+    pub uri: String,
+    pub headers: BTreeMap<String, Vec<String>>,
+}
+
+/// Why a sign request is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Malformed: 400.
+    BadRequest(String),
+    /// Well-formed, but outside what the table allows: 403.
+    Forbidden(String),
+}
+
+fn bad<T>(message: impl Into<String>) -> Result<T, Refusal> {
+    Err(Refusal::BadRequest(message.into()))
+}
+
+/// The parts of a DeleteObjects body the check needs.
+#[derive(Deserialize)]
+struct Delete {
+    #[serde(rename = "Object", default)]
+    objects: Vec<DeleteObject>,
+}
+
+#[derive(Deserialize)]
+struct DeleteObject {
+    #[serde(rename = "Key")]
+    key: String,
+}
+
+/// The bucket and (decoded) key a request URI addresses, given the catalog's endpoint.
+fn bucket_and_key(s3: &S3Storage, uri: &url::Url) -> Result<(String, String), Refusal> {
+    let host = uri.host_str().unwrap_or_default().to_ascii_lowercase();
+    let path = percent_encoding::percent_decode_str(uri.path())
+        .decode_utf8()
+        .map_err(|_| Refusal::BadRequest("The URI's path is not UTF-8".into()))?
+        .into_owned();
+    let path = path.strip_prefix('/').unwrap_or(&path).to_string();
+    let path_style = |path: String| match path.split_once('/') {
+        Some((bucket, key)) => (bucket.to_string(), key.to_string()),
+        None => (path, String::new()),
+    };
+    match &s3.endpoint {
+        Some(endpoint) => {
+            let endpoint = url::Url::parse(endpoint)
+                .map_err(|_| Refusal::BadRequest("The catalog's endpoint is invalid".into()))?;
+            let ep_host = endpoint.host_str().unwrap_or_default().to_ascii_lowercase();
+            if uri.port_or_known_default() != endpoint.port_or_known_default() {
+                return Err(Refusal::Forbidden(format!(
+                    "{uri} is not on this catalog's S3 endpoint"
+                )));
+            }
+            if host == ep_host {
+                Ok(path_style(path))
+            } else if let Some(bucket) = host.strip_suffix(&format!(".{ep_host}")) {
+                Ok((bucket.to_string(), path))
+            } else {
+                Err(Refusal::Forbidden(format!(
+                    "{uri} is not on this catalog's S3 endpoint"
+                )))
+            }
+        }
+        None => {
+            let Some(rest) = host.strip_suffix(".amazonaws.com") else {
+                return Err(Refusal::Forbidden(format!("{uri} is not an AWS S3 URI")));
+            };
+            if rest.starts_with("s3.") || rest.starts_with("s3-") || rest == "s3" {
+                Ok(path_style(path))
+            } else if let Some(i) = rest.find(".s3") {
+                Ok((rest[..i].to_string(), path))
+            } else {
+                Err(Refusal::Forbidden(format!("{uri} is not an AWS S3 URI")))
+            }
+        }
+    }
+}
+
+/// Whether `bucket/key` lies under one of the locations (a key must not climb out).
+fn within(bucket: &str, key: &str, locations: &[ObjectLocation]) -> bool {
+    if key.split('/').any(|s| s == "." || s == "..") {
+        return false;
+    }
+    locations.iter().any(|l| {
+        l.bucket == bucket && key.len() > l.key.len() + 1 && key.starts_with(&format!("{}/", l.key))
+    })
+}
+
+/// A list `prefix` may also be the location itself (`t` or `t/`).
+fn prefix_within(bucket: &str, prefix: &str, locations: &[ObjectLocation]) -> bool {
+    let trimmed = prefix.trim_end_matches('/');
+    within(bucket, prefix, locations)
+        || locations
+            .iter()
+            .any(|l| l.bucket == bucket && !trimmed.is_empty() && trimmed == l.key)
+}
+
+/// Checks a sign request against the table; returns the access level it needs.
+pub fn authorize(
+    s3: &S3Storage,
+    locations: &[ObjectLocation],
+    request: &SignRequest,
+) -> Result<AccessLevel, Refusal> {
+    if let Some(provider) = &request.provider {
+        if !provider.eq_ignore_ascii_case("s3") {
+            return bad(format!(
+                "Provider {provider} cannot be signed here; only s3"
+            ));
+        }
+    }
+    if request.region != s3.region {
+        return bad(format!(
+            "Region {} is not this catalog's region {}",
+            request.region, s3.region
+        ));
+    }
+    let level = match request.method.as_str() {
+        "GET" | "HEAD" | "OPTIONS" => AccessLevel::Read,
+        "PUT" | "POST" | "DELETE" | "PATCH" => AccessLevel::Write,
+        other => return bad(format!("Method {other} cannot be signed")),
+    };
+    let uri = match url::Url::parse(&request.uri) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => u,
+        _ => return bad(format!("{:?} is not an http(s) URI", request.uri)),
+    };
+    let (bucket, key) = bucket_and_key(s3, &uri)?;
+    let outside = |what: &str| {
+        Err(Refusal::Forbidden(format!(
+            "{what} is not within the table's location"
+        )))
+    };
+    if !key.is_empty() {
+        return if within(&bucket, &key, locations) {
+            Ok(level)
+        } else {
+            outside(&format!("s3://{bucket}/{key}"))
+        };
+    }
+    // A bucket-level request: a listing of the table's prefix, or a batch delete of
+    // the table's keys.
+    let query: BTreeMap<String, String> = uri.query_pairs().into_owned().collect();
+    match request.method.as_str() {
+        "GET" => match query.get("prefix") {
+            Some(prefix) if prefix_within(&bucket, prefix, locations) => Ok(level),
+            Some(prefix) => outside(&format!("List prefix {prefix}")),
+            None => outside(&format!("A listing of all of bucket {bucket}")),
+        },
+        "POST" if query.contains_key("delete") => {
+            let Some(body) = &request.body else {
+                return bad("A DeleteObjects request must carry its body");
+            };
+            let delete: Delete = quick_xml::de::from_str(body)
+                .map_err(|e| Refusal::BadRequest(format!("Invalid DeleteObjects body: {e}")))?;
+            if delete.objects.is_empty() {
+                return bad("A DeleteObjects body must name at least one key");
+            }
+            match delete
+                .objects
+                .iter()
+                .find(|o| !within(&bucket, &o.key, locations))
+            {
+                Some(o) => outside(&format!("s3://{bucket}/{}", o.key)),
+                None => Ok(level),
+            }
+        }
+        _ => outside(&format!("A {} on all of bucket {bucket}", request.method)),
+    }
+}
+
+/// Headers a signature replaces: a client's stale ones are dropped.
+const REPLACED: [&str; 3] = ["authorization", "x-amz-date", "x-amz-security-token"];
+
+/// Signs an authorized request with the catalog's key; the result's headers are the
+/// request's, plus the signature's.
+pub fn sign(keys: &S3Keys, request: &SignRequest) -> Result<SignResult, Refusal> {
+    use aws_sigv4::http_request::{
+        sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest,
+        SigningSettings, UriPathNormalizationMode,
+    };
+    let mut headers: BTreeMap<String, Vec<String>> = request
+        .headers
+        .iter()
+        .filter(|(name, _)| !REPLACED.contains(&name.to_ascii_lowercase().as_str()))
+        .map(|(name, values)| (name.clone(), values.clone()))
+        .collect();
+    let content_sha = headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("x-amz-content-sha256"))
+        .and_then(|(_, v)| v.first().cloned());
+    let body = match content_sha {
+        Some(sha) if sha != "UNSIGNED-PAYLOAD" => SignableBody::Precomputed(sha),
+        _ => SignableBody::UnsignedPayload,
+    };
+    let mut settings = SigningSettings::default();
+    settings.percent_encoding_mode = PercentEncodingMode::Single;
+    settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+    let identity = aws_credential_types::Credentials::new(
+        keys.access_key_id.clone(),
+        keys.secret_access_key.clone(),
+        keys.session_token.clone(),
+        None,
+        "floe",
+    )
+    .into();
+    let params = aws_sigv4::sign::v4::SigningParams::builder()
+        .identity(&identity)
+        .region(&request.region)
+        .name("s3")
+        .time(SystemTime::now())
+        .settings(settings)
+        .build()
+        .map_err(|e| Refusal::BadRequest(format!("Cannot sign: {e}")))?
+        .into();
+    let pairs: Vec<(&str, &str)> = headers
+        .iter()
+        .flat_map(|(name, values)| values.iter().map(move |v| (name.as_str(), v.as_str())))
+        .collect();
+    let signable = SignableRequest::new(
+        &request.method,
+        request.uri.as_str(),
+        pairs.into_iter(),
+        body,
+    )
+    .map_err(|e| Refusal::BadRequest(format!("Cannot sign this request: {e}")))?;
+    let (instructions, _) = sign(signable, &params)
+        .map_err(|e| Refusal::BadRequest(format!("Cannot sign this request: {e}")))?
+        .into_parts();
+    for (name, value) in instructions.headers() {
+        headers.retain(|k, _| !k.eq_ignore_ascii_case(name));
+        headers.insert(name.to_string(), vec![value.to_string()]);
+    }
+    Ok(SignResult {
+        uri: request.uri.clone(),
+        headers,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::location::parse_object;
+
+    fn s3() -> S3Storage {
+        S3Storage {
+            region: "us-east-1".into(),
+            endpoint: Some("http://127.0.0.1:8333".into()),
+            path_style_access: true,
+            ..Default::default()
+        }
+    }
+
+    fn request(method: &str, uri: &str) -> SignRequest {
+        SignRequest {
+            region: "us-east-1".into(),
+            uri: uri.into(),
+            method: method.into(),
+            headers: BTreeMap::new(),
+            body: None,
+            provider: None,
+            properties: None,
+        }
+    }
+
+    #[test]
+    fn objects_under_the_table_are_signed_by_method() {
+        let t = [parse_object("s3://lake/wh/t").unwrap()];
+        let get = request("GET", "http://127.0.0.1:8333/lake/wh/t/data/f.parquet");
+        assert_eq!(authorize(&s3(), &t, &get), Ok(AccessLevel::Read));
+        let hosted = S3Storage {
+            endpoint: Some("http://s3.test:9000".into()),
+            ..s3()
+        };
+        let put = request("PUT", "http://lake.s3.test:9000/wh/t/metadata/x.avro");
+        assert_eq!(authorize(&hosted, &t, &put), Ok(AccessLevel::Write));
+        let list = request(
+            "GET",
+            "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/t/data/",
+        );
+        assert_eq!(authorize(&s3(), &t, &list), Ok(AccessLevel::Read));
+    }
+
+    #[test]
+    fn other_tables_hosts_and_escapes_are_refused() {
+        let t = [parse_object("s3://lake/wh/t").unwrap()];
+        for (method, uri) in [
+            ("GET", "http://127.0.0.1:8333/lake/wh/t2/data/f.parquet"),
+            ("GET", "http://127.0.0.1:8333/lake/wh/t/../u/x"),
+            ("GET", "http://127.0.0.1:8333/lake/wh/t/%2E%2E/u/x"),
+            ("GET", "http://127.0.0.1:8333/other/wh/t/x"),
+            ("GET", "http://evil.example:8333/lake/wh/t/x"),
+            ("GET", "http://127.0.0.1:9999/lake/wh/t/x"),
+            ("GET", "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/"),
+            ("GET", "http://127.0.0.1:8333/lake"),
+            ("DELETE", "http://127.0.0.1:8333/lake"),
+        ] {
+            let r = authorize(&s3(), &t, &request(method, uri));
+            assert!(
+                matches!(r, Err(Refusal::Forbidden(_))),
+                "{method} {uri}: {r:?}"
+            );
+        }
+        for r in [
+            SignRequest {
+                region: "eu-west-1".into(),
+                ..request("GET", "http://127.0.0.1:8333/lake/wh/t/x")
+            },
+            SignRequest {
+                provider: Some("gcs".into()),
+                ..request("GET", "http://127.0.0.1:8333/lake/wh/t/x")
+            },
+            request("TRACE", "http://127.0.0.1:8333/lake/wh/t/x"),
+            request("GET", "not a uri"),
+            request("POST", "http://127.0.0.1:8333/lake?delete"),
+        ] {
+            assert!(
+                matches!(authorize(&s3(), &t, &r), Err(Refusal::BadRequest(_))),
+                "{r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn batch_deletes_are_checked_key_by_key() {
+        let t = [parse_object("s3://lake/wh/t").unwrap()];
+        let body = |keys: &[&str]| {
+            let objects: String = keys
+                .iter()
+                .map(|k| format!("<Object><Key>{k}</Key></Object>"))
+                .collect();
+            Some(format!("<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">{objects}<Quiet>true</Quiet></Delete>"))
+        };
+        let mut r = request("POST", "http://127.0.0.1:8333/lake?delete");
+        r.body = body(&["wh/t/a", "wh/t/b"]);
+        assert_eq!(authorize(&s3(), &t, &r), Ok(AccessLevel::Write));
+        r.body = body(&["wh/t/a", "wh/u/b"]);
+        assert!(matches!(
+            authorize(&s3(), &t, &r),
+            Err(Refusal::Forbidden(_))
+        ));
+        r.body = Some("<not-xml".into());
+        assert!(matches!(
+            authorize(&s3(), &t, &r),
+            Err(Refusal::BadRequest(_))
+        ));
+    }
+
+    #[test]
+    fn signatures_cover_the_request() {
+        let keys = S3Keys {
+            access_key_id: "AKID".into(),
+            secret_access_key: "secret".into(),
+            session_token: None,
+        };
+        let mut r = request("GET", "http://127.0.0.1:8333/lake/wh/t/x");
+        r.headers
+            .insert("Authorization".into(), vec!["stale".into()]);
+        r.headers.insert(
+            "x-amz-content-sha256".into(),
+            vec!["UNSIGNED-PAYLOAD".into()],
+        );
+        let signed = sign(&keys, &r).unwrap();
+        let auth = &signed.headers["authorization"][0];
+        assert!(
+            auth.starts_with("AWS4-HMAC-SHA256 Credential=AKID/"),
+            "{auth}"
+        );
+        assert!(!signed.headers.contains_key("Authorization"));
+        assert!(signed.headers.contains_key("x-amz-date"));
+    }
+}
