@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
 use super::error::{CatalogError, CatalogResult};
@@ -45,10 +45,17 @@ struct FileLocations {
     properties: HashMap<String, String>,
 }
 
+/// What a path segment keeps unescaped: RFC 3986's unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// `v1/{prefix}/namespaces/{ns}/tables/{t}/{what}`, relative to the catalog's URI (as
 /// Iceberg clients resolve `client.refresh-credentials-endpoint` and `signer.endpoint`).
 fn table_endpoint(catalog: &str, ident: &Ident, what: &str) -> String {
-    let encode = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
+    let encode = |s: &str| utf8_percent_encode(s, SEGMENT).to_string();
     let namespace: Vec<String> = ident.namespace.levels().iter().map(|l| encode(l)).collect();
     format!(
         "v1/{}/namespaces/{}/tables/{}/{what}",
@@ -131,26 +138,6 @@ impl Catalog {
         Ok((doc.location, locations))
     }
 
-    /// Checks before a create that the caller may get what it asked to be delegated, so
-    /// that a refusal changes nothing.
-    pub(super) async fn check_delegation(
-        &self,
-        ctx: &RequestContext,
-        record: &CatalogRecord,
-        ident: &Ident,
-    ) -> CatalogResult<()> {
-        let modes = ctx.access_delegation;
-        if (modes.vended_credentials || modes.remote_signing)
-            && matches!(
-                StorageConfig::of(&record.storage_config),
-                StorageConfig::S3(_)
-            )
-        {
-            self.data_access(ctx, &record.name, ident)?;
-        }
-        Ok(())
-    }
-
     /// The `config` and `storage-credentials` for a table the caller just loaded or
     /// created, following its `X-Iceberg-Access-Delegation` header. Without the header
     /// the answer is empty (and costs nothing).
@@ -166,6 +153,23 @@ impl Catalog {
             return Ok(TableConfig::default());
         }
         let record = self.get_catalog(catalog).await?;
+        self.table_config_in(ctx, &record, ident, metadata).await
+    }
+
+    /// [`Catalog::table_config`] with the catalog's record at hand (a create computes it
+    /// before anything is written, so that a refusal or an STS failure changes nothing).
+    pub(super) async fn table_config_in(
+        &self,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
+        ident: &Ident,
+        metadata: &str,
+    ) -> CatalogResult<TableConfig> {
+        let modes = ctx.access_delegation;
+        if !modes.vended_credentials && !modes.remote_signing {
+            return Ok(TableConfig::default());
+        }
+        let catalog = record.name.as_str();
         let StorageConfig::S3(s3) = StorageConfig::of(&record.storage_config) else {
             return Ok(TableConfig::default());
         };

@@ -14,6 +14,7 @@ use super::commit::{
     apply_table_updates, check_table_requirements, metadata_json, next_metadata_file,
     table_metadata_from_updates,
 };
+use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
 use super::locations::{check_allowed, default_location, metadata_dir};
 use super::namespaces::namespace_missing;
@@ -169,7 +170,7 @@ impl Catalog {
         catalog: &str,
         namespace: &Namespace,
         request: CreateTable,
-    ) -> CatalogResult<LoadedTable> {
+    ) -> CatalogResult<(LoadedTable, TableConfig)> {
         let ident = Ident::new(namespace.clone(), request.name)?;
         let record = self.get_catalog(catalog).await?;
         let namespace_properties = self.namespace_properties(catalog, namespace).await?;
@@ -178,7 +179,6 @@ impl Catalog {
             None => default_location(&record, &namespace_properties, &ident),
         };
         let canonical = check_allowed(&record, &location)?;
-        self.check_delegation(ctx, &record, &ident).await?;
         let (format_version, properties) = format_version_and_properties(request.properties)?;
         let metadata = TableMetadataBuilder::new(
             request.schema,
@@ -193,6 +193,7 @@ impl Catalog {
         .build()?
         .metadata;
         let json = metadata_json(&metadata)?;
+        let config = self.table_config_in(ctx, &record, &ident, &json).await?;
         if request.stage_create {
             let parent = Securable::namespace(namespace);
             ctx.require(catalog, Privilege::TABLE_CREATE, &parent)?;
@@ -207,7 +208,7 @@ impl Catalog {
             };
             self.record_outcome(ctx, &Outcome::Table(staged.clone()))
                 .await?;
-            return Ok(staged);
+            return Ok((staged, config));
         }
         let write = ObjectWrite {
             ident,
@@ -225,7 +226,7 @@ impl Catalog {
         let write = self
             .create_object(ctx, &record, write, |w| Outcome::Table(loaded(w)))
             .await?;
-        Ok(loaded(&write))
+        Ok((loaded(&write), config))
     }
 
     pub async fn load_table(

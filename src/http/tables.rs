@@ -87,16 +87,9 @@ async fn create(
     Path((prefix, ns)): Path<(String, String)>,
     JsonBody(body): JsonBody<CreateTable>,
 ) -> ApiResult<Response> {
-    let namespace = namespace(&ns)?;
-    let name = body.name.clone();
-    let table = state
+    let (table, config) = state
         .catalog
-        .create_table(&ctx, &prefix, &namespace, body)
-        .await?;
-    let ident = crate::model::Ident::new(namespace, name).map_err(ApiError::from)?;
-    let config = state
-        .catalog
-        .table_config(&ctx, &prefix, &ident, &table.metadata)
+        .create_table(&ctx, &prefix, &namespace(&ns)?, body)
         .await?;
     Ok(table_response(&table, SnapshotsMode::All, &config))
 }

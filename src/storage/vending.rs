@@ -243,10 +243,21 @@ impl Vendor {
             request = request.external_id(external_id);
         }
         let response = request.send().await.map_err(|e| {
-            StorageError::Unavailable(format!(
-                "STS AssumeRole failed: {}",
-                aws_sdk_sts::error::DisplayErrorContext(&e)
-            ))
+            use aws_sdk_sts::error::ProvideErrorMetadata;
+            // The code and message STS sent, or why it could not be reached; not the
+            // SDK's whole debug dump.
+            let detail = match e.as_service_error() {
+                Some(se) => format!(
+                    "{}: {}",
+                    se.code().unwrap_or("error"),
+                    se.message().unwrap_or_default()
+                ),
+                None => match std::error::Error::source(&e) {
+                    Some(source) => format!("{e}: {source}"),
+                    None => e.to_string(),
+                },
+            };
+            StorageError::Unavailable(format!("STS AssumeRole failed: {detail}"))
         })?;
         let credentials = response.credentials().ok_or_else(|| {
             StorageError::Unavailable("STS AssumeRole returned no credentials".into())

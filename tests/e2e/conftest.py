@@ -92,6 +92,8 @@ class FloeServer:
     client_id = "e2e-root"
     client_secret = "e2e-root-secret-0123456789abcdef"
     extra_args: list[str] = []
+    # Extra environment, e.g. the S3 keys of a server on object storage.
+    extra_env: dict[str, str] = {}
 
     @property
     def credential(self) -> str:
@@ -114,7 +116,7 @@ class FloeServer:
                     + (["--database-url", self.database_url] if self.database_url else [])
                     + self.extra_args,
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env={**os.environ, "NO_COLOR": "1",
+                    env={**os.environ, **self.extra_env, "NO_COLOR": "1",
                          "FLOE_BOOTSTRAP_CREDENTIALS": f"{self.client_id},{self.client_secret}"},
                     start_new_session=True,
                 )
@@ -194,11 +196,13 @@ def floe_server_factory(floe_binary, _e2e_tmp):
     """Make servers, each on its own fresh data dir; all are stopped at the end."""
     made: list[FloeServer] = []
 
-    def make(extra_args: list[str] | None = None) -> FloeServer:
+    def make(extra_args: list[str] | None = None,
+             extra_env: dict[str, str] | None = None) -> FloeServer:
         n = len(made)
         work = Path(tempfile.mkdtemp(prefix=f"srv{n}.", dir=_e2e_tmp))
         server = FloeServer(floe_binary, work / "data", work / "floe.log")
         server.extra_args = list(extra_args or [])
+        server.extra_env = dict(extra_env or {})
         server.data_dir.mkdir()
         made.append(server)
         _live_servers.append(server)
@@ -226,6 +230,58 @@ def floe(floe_binary, _e2e_tmp):
             server.terminate()
         finally:
             _live_servers.remove(server)
+
+
+class S3Server:
+    """A SeaweedFS S3 server with STS (scripts/s3-server.sh): bucket 'lake', an admin
+    key the catalog uses, and a role it assumes to vend credentials."""
+
+    access_key = "floe-admin"
+    secret_key = "floe-admin-secret"
+    role_arn = "arn:aws:iam::000000000000:role/FloeVended"
+    bucket = "lake"
+    # Credentials asked for with a lifetime under STS's 900 s minimum last this long.
+    token_duration_s = 20
+
+    def __init__(self, endpoint: str):
+        self.endpoint = endpoint
+
+    @property
+    def server_env(self) -> dict[str, str]:
+        """What a Floe server needs to reach the store (its own keys, never a client's)."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key,
+                "AWS_SECRET_ACCESS_KEY": self.secret_key}
+
+    def storage_config(self, prefix: str) -> dict:
+        return {"storageType": "S3", "endpoint": self.endpoint, "pathStyleAccess": True,
+                "region": "us-east-1", "roleArn": self.role_arn,
+                "allowedLocations": [f"s3://{self.bucket}/{prefix}/"]}
+
+    def client(self, access_key=None, secret_key=None, token=None):
+        import boto3
+        from botocore.config import Config
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
+            aws_access_key_id=access_key or self.access_key,
+            aws_secret_access_key=secret_key or self.secret_key,
+            aws_session_token=token,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+
+
+@pytest.fixture(scope="session")
+def s3_server(_e2e_tmp):
+    """One S3 server for the session, started by the project's own script."""
+    work = _e2e_tmp / "s3"
+    env = {**os.environ, "FLOE_S3_TOKEN_DURATION": f"{S3Server.token_duration_s}s"}
+    script = ROOT / "scripts/s3-server.sh"
+    out = subprocess.run(["bash", str(script), "start", str(work), str(free_port())],
+                         env=env, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        pytest.fail(f"the S3 server did not start:\n{out.stderr[-4000:]}", pytrace=False)
+    try:
+        yield S3Server(out.stdout.strip().splitlines()[-1])
+    finally:
+        subprocess.run(["bash", str(script), "stop", str(work)], timeout=60)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,359 @@
+"""Floe on S3 (SeaweedFS with STS, started by scripts/s3-server.sh): metadata files on the
+object store, credentials vended per table and per privilege, enforced by the S3 server
+itself, refreshed through `/credentials`, remote signing, and purge.
+
+Every check of a vended credential is a real request to the S3 server with that
+credential: the server's session-policy enforcement is what is tested, not Floe's idea
+of it. The test process has no S3 keys of its own except the admin key it uses to look
+at the bucket from outside (`s3.client()`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+import requests
+from botocore.exceptions import ClientError
+from pyiceberg.catalog import load_catalog
+
+from conftest import FloeServer
+
+MGMT = "/api/management/v1"
+VENDED = {"X-Iceberg-Access-Delegation": "vended-credentials"}
+SIGNING = {"X-Iceberg-Access-Delegation": "remote-signing"}
+SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "x", "type": "long", "required": False}]}
+
+
+def token(url: str, client_id: str, secret: str) -> str:
+    r = requests.post(url + "/v1/oauth/tokens", timeout=30, data={
+        "grant_type": "client_credentials", "client_id": client_id,
+        "client_secret": secret, "scope": "PRINCIPAL_ROLE:ALL"})
+    assert r.status_code == 200, r.text
+    return r.json()["access_token"]
+
+
+class Client:
+    def __init__(self, url: str, bearer: str):
+        self.url = url
+        self.s = requests.Session()
+        self.s.headers["Authorization"] = "Bearer " + bearer
+
+    def call(self, method: str, path: str, body=None, headers=None) -> requests.Response:
+        r = self.s.request(method, self.url + path, json=body, headers=headers, timeout=60)
+        assert r.status_code < 500, f"{method} {path}: {r.status_code} {r.text}"
+        return r
+
+
+def denied(call) -> str:
+    """The S3 error code of a call that must fail."""
+    with pytest.raises(ClientError) as e:
+        call()
+    return e.value.response["Error"]["Code"]
+
+
+def key_of(location: str) -> str:
+    return location.split("/", 3)[3]
+
+
+def creds_of(body: dict) -> dict:
+    [credential] = body["storage-credentials"]
+    return credential["config"]
+
+
+def s3_as(s3, config: dict):
+    return s3.client(config["s3.access-key-id"], config["s3.secret-access-key"],
+                     config.get("s3.session-token"))
+
+
+@pytest.fixture(scope="module")
+def lake(floe_server_factory, s3_server):
+    """A Floe server (credentials live 20 s) with an S3 catalog under a fresh prefix."""
+    server = floe_server_factory(["--credential-lifetime", str(s3_server.token_duration_s)],
+                                 s3_server.server_env)
+    root = Client(server.url, token(server.url, FloeServer.client_id, FloeServer.client_secret))
+    prefix = f"wh-{uuid.uuid4().hex[:8]}"
+    r = root.call("POST", f"{MGMT}/catalogs", {"catalog": {
+        "name": "lake", "type": "INTERNAL",
+        "properties": {"default-base-location": f"s3://lake/{prefix}"},
+        "storageConfigInfo": s3_server.storage_config(prefix)}})
+    assert r.status_code == 201, r.text
+    assert root.call("POST", "/v1/lake/namespaces", {"namespace": ["ns"]}).status_code == 200
+    return server, root, prefix
+
+
+
+@pytest.fixture(scope="module")
+def floe_server_factory(floe_binary, _e2e_tmp):
+    """Module-scoped: the S3 tests share one server."""
+    from conftest import _live_servers
+    from pathlib import Path
+    import tempfile
+    made = []
+
+    def make(extra_args=None, extra_env=None):
+        work = Path(tempfile.mkdtemp(prefix="s3srv.", dir=_e2e_tmp))
+        server = FloeServer(floe_binary, work / "data", work / "floe.log")
+        server.extra_args = list(extra_args or [])
+        server.extra_env = dict(extra_env or {})
+        server.data_dir.mkdir()
+        made.append(server)
+        _live_servers.append(server)
+        return server.start()
+
+    yield make
+    for server in made:
+        try:
+            server.terminate()
+        finally:
+            _live_servers.remove(server)
+
+
+def create(root: Client, name: str, headers=VENDED) -> dict:
+    r = root.call("POST", "/v1/lake/namespaces/ns/tables", {"name": name, "schema": SCHEMA},
+                  headers=headers)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def principal_with(root: Client, name: str, privilege: str) -> Client:
+    """A principal whose only grant is `privilege` on the catalog."""
+    r = root.call("POST", f"{MGMT}/principals", {"principal": {"name": name}})
+    assert r.status_code == 201, r.text
+    creds = r.json()["credentials"]
+    assert root.call("POST", f"{MGMT}/principal-roles",
+                     {"principalRole": {"name": name}}).status_code == 201
+    assert root.call("POST", f"{MGMT}/catalogs/lake/catalog-roles",
+                     {"catalogRole": {"name": name}}).status_code == 201
+    for path, body in [
+        (f"{MGMT}/principals/{name}/principal-roles", {"principalRole": {"name": name}}),
+        (f"{MGMT}/principal-roles/{name}/catalog-roles/lake", {"catalogRole": {"name": name}}),
+    ] + [(f"{MGMT}/catalogs/lake/catalog-roles/{name}/grants",
+          {"grant": {"type": "catalog", "privilege": p}})
+         for p in [privilege, "NAMESPACE_LIST", "TABLE_LIST"] if p]:
+        r = root.call("PUT", path, body)
+        assert r.status_code == 201, r.text
+    return Client(root.url, token(root.url, creds["clientId"], creds["clientSecret"]))
+
+
+def test_metadata_lives_on_s3_and_credentials_are_scoped_to_one_table(lake, s3_server):
+    server, root, prefix = lake
+    a, b = create(root, "iso_a"), create(root, "iso_b")
+    admin = s3_server.client()
+    # The metadata files are on the object store, where the responses say.
+    for t in (a, b):
+        assert admin.head_object(Bucket="lake", Key=key_of(t["metadata-location"]))
+    config = creds_of(a)
+    assert a["storage-credentials"][0]["prefix"] == a["metadata"]["location"]
+    assert config["s3.endpoint"] == s3_server.endpoint
+    assert config["client.refresh-credentials-endpoint"] == \
+        "v1/lake/namespaces/ns/tables/iso_a/credentials"
+    assert int(config["s3.session-token-expires-at-ms"]) > time.time() * 1000
+    vended = s3_as(s3_server, config)
+    a_key, b_key = key_of(a["metadata-location"]), key_of(b["metadata-location"])
+    a_dir, b_dir = key_of(a["metadata"]["location"]), key_of(b["metadata"]["location"])
+
+    # Table A: read, list and write work (root holds TABLE_WRITE_DATA).
+    assert vended.get_object(Bucket="lake", Key=a_key)["Body"].read()
+    listed = vended.list_objects_v2(Bucket="lake", Prefix=a_dir + "/")
+    assert [o["Key"] for o in listed["Contents"]] == [a_key]
+    vended.put_object(Bucket="lake", Key=f"{a_dir}/data/f1.parquet", Body=b"x")
+
+    # Table B, its prefix, the bucket and places outside A: refused by the S3 server.
+    assert denied(lambda: vended.get_object(Bucket="lake", Key=b_key)) == "AccessDenied"
+    assert denied(lambda: vended.list_objects_v2(Bucket="lake", Prefix=b_dir + "/")) == "AccessDenied"
+    assert denied(lambda: vended.list_objects_v2(Bucket="lake")) == "AccessDenied"
+    assert denied(lambda: vended.put_object(Bucket="lake", Key=f"{b_dir}/data/x", Body=b"x")) == "AccessDenied"
+    assert denied(lambda: vended.put_object(Bucket="lake", Key=f"{prefix}/x", Body=b"x")) == "AccessDenied"
+    assert denied(lambda: vended.delete_object(Bucket="lake", Key=b_key)) == "AccessDenied"
+    assert admin.head_object(Bucket="lake", Key=b_key)  # B is untouched
+
+    # loadTable vends the same way, and /credentials too.
+    loaded = root.call("GET", "/v1/lake/namespaces/ns/tables/iso_a", headers=VENDED)
+    assert loaded.status_code == 200 and "etag" not in {k.lower() for k in loaded.headers}
+    assert creds_of(loaded.json())["s3.access-key-id"]
+    r = root.call("GET", "/v1/lake/namespaces/ns/tables/iso_a/credentials")
+    assert r.status_code == 200
+    assert s3_as(s3_server, creds_of(r.json())).get_object(Bucket="lake", Key=a_key)
+    # Without the header, a load carries no credentials (and keeps its ETag).
+    plain = root.call("GET", "/v1/lake/namespaces/ns/tables/iso_a")
+    assert "storage-credentials" not in plain.json() and plain.headers.get("ETag")
+
+
+def test_privileges_decide_read_only_or_nothing(lake, s3_server):
+    server, root, _ = lake
+    t = create(root, "priv_t")
+    t_key, t_dir = key_of(t["metadata-location"]), key_of(t["metadata"]["location"])
+    reader = principal_with(root, "data_reader", "TABLE_READ_DATA")
+    r = reader.call("GET", "/v1/lake/namespaces/ns/tables/priv_t", headers=VENDED)
+    assert r.status_code == 200, r.text
+    ro = s3_as(s3_server, creds_of(r.json()))
+    assert ro.get_object(Bucket="lake", Key=t_key)["Body"].read()
+    assert denied(lambda: ro.put_object(Bucket="lake", Key=f"{t_dir}/data/x", Body=b"x")) == "AccessDenied"
+    assert denied(lambda: ro.delete_object(Bucket="lake", Key=t_key)) == "AccessDenied"
+
+    # Only TABLE_READ_PROPERTIES: the load works without delegation, and is refused
+    # with it (nothing vended); /credentials is refused too.
+    props = principal_with(root, "props_reader", "TABLE_READ_PROPERTIES")
+    assert props.call("GET", "/v1/lake/namespaces/ns/tables/priv_t").status_code == 200
+    r = props.call("GET", "/v1/lake/namespaces/ns/tables/priv_t", headers=VENDED)
+    assert r.status_code == 403 and r.json()["error"]["type"] == "ForbiddenException"
+    assert props.call("GET", "/v1/lake/namespaces/ns/tables/priv_t/credentials").status_code == 403
+
+    # A create asking for credentials it may not have is refused and creates nothing.
+    creator = principal_with(root, "creator_no_data", "TABLE_CREATE")
+    r = creator.call("POST", "/v1/lake/namespaces/ns/tables",
+                     {"name": "not_made", "schema": SCHEMA}, headers=VENDED)
+    assert r.status_code == 403, r.text
+    assert root.call("GET", "/v1/lake/namespaces/ns/tables/not_made").status_code == 404
+
+
+def test_credentials_expire_and_refresh(lake, s3_server):
+    server, root, _ = lake
+    t = create(root, "expiring")
+    t_key = key_of(t["metadata-location"])
+    config = creds_of(t)
+    expires_ms = int(config["s3.session-token-expires-at-ms"])
+    lifetime_s = expires_ms / 1000 - time.time()
+    assert 0 < lifetime_s <= s3_server.token_duration_s + 2
+    old = s3_as(s3_server, config)
+    assert old.get_object(Bucket="lake", Key=t_key)
+    time.sleep(max(0.0, expires_ms / 1000 - time.time()) + 1.5)
+    assert denied(lambda: old.get_object(Bucket="lake", Key=t_key)) in (
+        "InvalidAccessKeyId", "ExpiredToken", "AccessDenied")
+    # The refresh endpoint gives new ones, never the expired ones.
+    r = root.call("GET", "/v1/lake/namespaces/ns/tables/expiring/credentials")
+    fresh = creds_of(r.json())
+    assert int(fresh["s3.session-token-expires-at-ms"]) > time.time() * 1000
+    assert fresh["s3.access-key-id"] != config["s3.access-key-id"]
+    assert s3_as(s3_server, fresh).get_object(Bucket="lake", Key=t_key)
+
+
+def test_purge_deletes_the_table_and_nothing_else(lake, s3_server):
+    server, root, _ = lake
+    a, b = create(root, "purge_a"), create(root, "purge_b")
+    # A table whose name extends A's: a prefix match that is not a path match.
+    admin = s3_server.client()
+    a_dir, b_dir = key_of(a["metadata"]["location"]), key_of(b["metadata"]["location"])
+    for i in range(3):
+        admin.put_object(Bucket="lake", Key=f"{a_dir}/data/{i}.parquet", Body=b"a")
+    admin.put_object(Bucket="lake", Key=f"{a_dir}-sibling/keep", Body=b"s")
+    r = root.call("DELETE", "/v1/lake/namespaces/ns/tables/purge_a?purgeRequested=true")
+    assert r.status_code == 204, r.text
+    left = admin.list_objects_v2(Bucket="lake", Prefix=a_dir + "/").get("Contents", [])
+    assert left == []
+    assert admin.head_object(Bucket="lake", Key=f"{a_dir}-sibling/keep")
+    assert admin.head_object(Bucket="lake", Key=key_of(b["metadata-location"]))
+    assert b_dir != a_dir
+
+
+def sign_body(s3_server, method: str, key: str, query: str = "", body=None) -> dict:
+    uri = f"{s3_server.endpoint}/lake/{key}{query}"
+    out = {"region": "us-east-1", "uri": uri, "method": method,
+           "headers": {"x-amz-content-sha256": ["UNSIGNED-PAYLOAD"]}}
+    if body is not None:
+        out["body"] = body
+    return out
+
+
+def test_remote_signing(lake, s3_server):
+    server, root, _ = lake
+    t = create(root, "signed", headers=SIGNING)
+    assert t["config"]["s3.remote-signing-enabled"] == "true"
+    assert t["config"]["s3.signer.endpoint"] == "v1/lake/namespaces/ns/tables/signed/sign"
+    assert "storage-credentials" not in t
+    other = create(root, "unsigned")
+    t_key, other_key = key_of(t["metadata-location"]), key_of(other["metadata-location"])
+    sign = "/v1/lake/namespaces/ns/tables/signed/sign"
+
+    # A signed GET of the table's metadata works against the S3 server as it is.
+    r = root.call("POST", sign, sign_body(s3_server, "GET", t_key))
+    assert r.status_code == 200, r.text
+    assert r.headers["Cache-Control"] == "no-cache"
+    signed = r.json()
+    got = requests.get(signed["uri"], headers={k: v[0] for k, v in signed["headers"].items()},
+                       timeout=30)
+    assert got.status_code == 200 and got.json()["location"] == t["metadata"]["location"]
+
+    # Another table's object, a listing of the bucket, another host: 403, nothing signed.
+    for body in [sign_body(s3_server, "GET", other_key),
+                 sign_body(s3_server, "GET", "", "?list-type=2&prefix="),
+                 {**sign_body(s3_server, "GET", t_key),
+                  "uri": f"http://example.com/lake/{t_key}"}]:
+        r = root.call("POST", sign, body)
+        assert r.status_code == 403, r.text
+        assert r.json()["error"]["type"] == "ForbiddenException"
+    # A batch delete naming a key outside the table: 403.
+    xml = (f"<Delete><Object><Key>{t_key}</Key></Object>"
+           f"<Object><Key>{other_key}</Key></Object></Delete>")
+    r = root.call("POST", sign, sign_body(s3_server, "POST", "", "?delete", xml))
+    assert r.status_code == 403, r.text
+    # Malformed: 400 with the spec's error body.
+    for body in [{"uri": "x"}, {**sign_body(s3_server, "GET", t_key), "method": "TRACE"},
+                 {**sign_body(s3_server, "GET", t_key), "region": "eu-west-3"},
+                 {**sign_body(s3_server, "GET", t_key), "provider": "gcs"},
+                 sign_body(s3_server, "POST", "", "?delete", "<Delete><Obj")]:
+        r = root.call("POST", sign, body)
+        assert r.status_code == 400, f"{body}: {r.status_code} {r.text}"
+        assert r.json()["error"]["code"] == 400
+    # A reader may have reads signed, not writes.
+    reader = principal_with(root, "sign_reader", "TABLE_READ_DATA")
+    assert reader.call("POST", sign, sign_body(s3_server, "GET", t_key)).status_code == 200
+    assert reader.call("POST", sign, sign_body(s3_server, "PUT", t_key + ".x")).status_code == 403
+
+
+def test_bad_storage_configs_are_refused_and_change_nothing(lake, s3_server):
+    server, root, prefix = lake
+    before = root.call("GET", f"{MGMT}/catalogs").json()
+    good = s3_server.storage_config("bad")
+    for config, props in [
+        ({**good, "storageType": "HDFS"}, {}),
+        ({k: v for k, v in good.items() if k != "storageType"}, {}),
+        ({**good, "allowedLocations": ["gs://lake/x/"]}, {}),
+        ({**good, "endpoint": "not a url"}, {}),
+        ({**good, "secretAccessKey": "leak"}, {}),
+        (good, {"s3.secret-access-key": "leak"}),
+        (good, {"default-base-location": "file:///tmp/elsewhere"}),
+        ({"storageType": "AZURE"}, {}),
+    ]:
+        r = root.call("POST", f"{MGMT}/catalogs", {"catalog": {
+            "name": "bad", "type": "INTERNAL",
+            "properties": props, "storageConfigInfo": config}})
+        assert 400 <= r.status_code < 500, f"{config} {props}: {r.status_code} {r.text}"
+        assert r.json()["error"]["code"] == r.status_code
+    assert root.call("GET", f"{MGMT}/catalogs").json() == before
+    # A table outside the allowed locations.
+    r = root.call("POST", "/v1/lake/namespaces/ns/tables",
+                  {"name": "outside", "schema": SCHEMA, "location": "s3://lake/elsewhere/t"})
+    assert r.status_code in (400, 403), r.text
+    assert root.call("GET", "/v1/lake/namespaces/ns/tables/outside").status_code == 404
+    # The storage type of a catalog cannot change.
+    r = root.call("PUT", f"{MGMT}/catalogs/lake", {"storageConfigInfo": {"storageType": "FILE"}})
+    assert r.status_code == 400, r.text
+    assert root.call("GET", f"{MGMT}/catalogs/lake").json()["storageConfigInfo"]["storageType"] == "S3"
+
+
+def test_pyiceberg_reads_and_writes_with_vended_credentials_only(lake, s3_server, monkeypatch):
+    server, root, _ = lake
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    cat = load_catalog("lake", type="rest", uri=server.url, warehouse="lake",
+                       credential=f"{FloeServer.client_id}:{FloeServer.client_secret}",
+                       scope="PRINCIPAL_ROLE:ALL",
+                       **{"header.X-Iceberg-Access-Delegation": "vended-credentials"})
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+    table = cat.create_table("ns.py_vended", schema=schema)
+    table.append(pa.table({"id": [1, 2], "name": ["a", "b"]}))
+    table.append(pa.table({"id": [3], "name": ["c"]}))
+    again = cat.load_table("ns.py_vended")
+    rows = again.scan().to_arrow().sort_by("id")
+    assert rows.column("id").to_pylist() == [1, 2, 3]
+    assert len(again.history()) == 2
+    # The data files landed on the S3 server under the table's location.
+    admin = s3_server.client()
+    files = admin.list_objects_v2(Bucket="lake", Prefix=key_of(again.location()) + "/data/")
+    assert len(files.get("Contents", [])) == 2
