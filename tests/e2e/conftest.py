@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import uuid
 import tempfile
 import time
@@ -23,6 +24,9 @@ import pytest
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
+# tests/support: helpers shared with tests/engines (the S3 server).
+sys.path.insert(0, str(ROOT / "tests/support"))
+from s3 import S3Server, S3ServerError, start_s3_server, stop_s3_server  # noqa: E402,F401
 HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
 HEALTH_PATH = os.environ.get("FLOE_HEALTH_PATH", "/healthz")
 
@@ -232,56 +236,18 @@ def floe(floe_binary, _e2e_tmp):
             _live_servers.remove(server)
 
 
-class S3Server:
-    """A SeaweedFS S3 server with STS (scripts/s3-server.sh): bucket 'lake', an admin
-    key the catalog uses, and a role it assumes to vend credentials."""
-
-    access_key = "floe-admin"
-    secret_key = "floe-admin-secret"
-    role_arn = "arn:aws:iam::000000000000:role/FloeVended"
-    bucket = "lake"
-    # Credentials asked for with a lifetime under STS's 900 s minimum last this long.
-    token_duration_s = 20
-
-    def __init__(self, endpoint: str):
-        self.endpoint = endpoint
-
-    @property
-    def server_env(self) -> dict[str, str]:
-        """What a Floe server needs to reach the store (its own keys, never a client's)."""
-        return {"AWS_ACCESS_KEY_ID": self.access_key,
-                "AWS_SECRET_ACCESS_KEY": self.secret_key}
-
-    def storage_config(self, prefix: str) -> dict:
-        return {"storageType": "S3", "endpoint": self.endpoint, "pathStyleAccess": True,
-                "region": "us-east-1", "roleArn": self.role_arn,
-                "allowedLocations": [f"s3://{self.bucket}/{prefix}/"]}
-
-    def client(self, access_key=None, secret_key=None, token=None):
-        import boto3
-        from botocore.config import Config
-        return boto3.client(
-            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
-            aws_access_key_id=access_key or self.access_key,
-            aws_secret_access_key=secret_key or self.secret_key,
-            aws_session_token=token,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
-
-
 @pytest.fixture(scope="session")
 def s3_server(_e2e_tmp):
     """One S3 server for the session, started by the project's own script."""
     work = _e2e_tmp / "s3"
-    env = {**os.environ, "FLOE_S3_TOKEN_DURATION": f"{S3Server.token_duration_s}s"}
-    script = ROOT / "scripts/s3-server.sh"
-    out = subprocess.run(["bash", str(script), "start", str(work), str(free_port())],
-                         env=env, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        pytest.fail(f"the S3 server did not start:\n{out.stderr[-4000:]}", pytrace=False)
     try:
-        yield S3Server(out.stdout.strip().splitlines()[-1])
+        server = start_s3_server(work, free_port())
+    except S3ServerError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
     finally:
-        subprocess.run(["bash", str(script), "stop", str(work)], timeout=60)
+        stop_s3_server(work)
 
 
 @pytest.fixture(scope="module")
