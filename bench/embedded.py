@@ -88,7 +88,7 @@ class Server:
         shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
-def start_floe(database_url=None, log="warn", log_file=None, auth="none", env=None):
+def start_floe(database_url=None, log="warn", log_file=None, auth="none", env=None, extra_args=()):
     """Starts `floe serve`; its log lines go to `log_file` (default: discarded). Floe
     serves with `--auth none` here unless `auth` says otherwise (then `env` should carry
     FLOE_BOOTSTRAP_CREDENTIALS)."""
@@ -101,7 +101,7 @@ def start_floe(database_url=None, log="warn", log_file=None, auth="none", env=No
         store = ["--database-url", database_url.rsplit("/", 1)[0] + "/" + name]
     proc = subprocess.Popen(
         [str(ROOT / "target/release/floe"), "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", data,
-         "--log", log, "--auth", auth, *store],
+         "--log", log, "--auth", auth, *store, *extra_args],
         stdout=subprocess.DEVNULL, stderr=log_file or subprocess.DEVNULL,
         env=dict(os.environ, **(env or {})))
     wait_ready(f"http://127.0.0.1:{port}/healthz", proc)

@@ -223,7 +223,10 @@ impl Catalog {
             expected_version: expected,
             record: updated.clone(),
         };
-        match self.write(ctx, update, &outcome).await {
+        self.catalog_cache.forget(name);
+        let written = self.write(ctx, update, &outcome).await;
+        self.catalog_cache.forget(name);
+        match written {
             // Another update won between the read and the write.
             Err(CatalogError::CommitFailed(_)) => Err(stale_version(name, expected)),
             other => other.map(|_| updated),
@@ -234,6 +237,7 @@ impl Catalog {
     pub async fn drop_catalog(&self, ctx: &RequestContext, name: &str) -> CatalogResult<()> {
         ctx.require_service_admin()?;
         let record = self.get_catalog(name).await?;
+        self.catalog_cache.forget(name);
         let drop = Mutation::DropCatalog {
             catalog: record.id,
             name: record.name.clone(),

@@ -100,7 +100,58 @@ fn credential_config(keys: &TemporaryKeys, refresh_endpoint: String) -> BTreeMap
     config
 }
 
+/// Catalog records for delegation, kept up to [`CATALOG_FRESHNESS`]: every load from a
+/// Java or Python client asks for delegation, and a store read per load would cost a
+/// third of loadTable's throughput. A storage config changed through this node is seen
+/// at once (the entry is dropped); through another node within the freshness interval,
+/// as grants are (README).
+#[derive(Default)]
+pub(super) struct CatalogCache {
+    entries:
+        std::sync::RwLock<HashMap<String, (std::time::Instant, std::sync::Arc<CatalogRecord>)>>,
+}
+
+const CATALOG_FRESHNESS: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl CatalogCache {
+    pub(super) fn forget(&self, name: &str) {
+        self.entries
+            .write()
+            .expect("catalog cache poisoned")
+            .remove(name);
+    }
+}
+
 impl Catalog {
+    /// The catalog's record, from the cache when fresh.
+    async fn delegation_catalog(&self, name: &str) -> CatalogResult<std::sync::Arc<CatalogRecord>> {
+        if let Some((at, record)) = self
+            .catalog_cache
+            .entries
+            .read()
+            .expect("catalog cache poisoned")
+            .get(name)
+        {
+            if at.elapsed() < CATALOG_FRESHNESS {
+                return Ok(record.clone());
+            }
+        }
+        let record = std::sync::Arc::new(self.get_catalog(name).await?);
+        let mut entries = self
+            .catalog_cache
+            .entries
+            .write()
+            .expect("catalog cache poisoned");
+        if entries.len() >= 10_000 {
+            entries.clear();
+        }
+        entries.insert(
+            name.to_string(),
+            (std::time::Instant::now(), record.clone()),
+        );
+        Ok(record)
+    }
+
     /// The access level the caller has on a table's data; 403 with neither privilege.
     fn data_access(
         &self,
@@ -152,7 +203,7 @@ impl Catalog {
         if !modes.vended_credentials && !modes.remote_signing {
             return Ok(TableConfig::default());
         }
-        let record = self.get_catalog(catalog).await?;
+        let record = self.delegation_catalog(catalog).await?;
         self.table_config_in(ctx, &record, ident, metadata).await
     }
 
