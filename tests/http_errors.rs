@@ -575,7 +575,7 @@ async fn locations_with_dot_segments_are_a_400() {
         format!("{base}/./x"),
         format!("{base}/x/.."),
         "relative/path".to_string(),
-        "s3://bucket/x".to_string(),
+        "hdfs://nn/x".to_string(),
     ] {
         s.create_table_with(
             &["db"],
@@ -591,6 +591,13 @@ async fn locations_with_dot_segments_are_a_400() {
         .await
         .error(400, "BadRequestException");
     }
+    // A well-formed location on another store is outside this FILE catalog: a 403.
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "x", "schema": schema(), "location": "s3://bucket/x" }),
+    )
+    .await
+    .error(403, "ForbiddenException");
     s.assert_unchanged(&before, "dot-dot locations").await;
     assert!(!local_path(&s.warehouse())
         .parent()

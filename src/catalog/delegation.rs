@@ -189,6 +189,27 @@ impl Catalog {
         Ok((doc.location, locations))
     }
 
+    /// Refuses, before a change, a caller that asks for delegation it may not get (so
+    /// that the refusal changes nothing).
+    pub async fn check_delegation(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+    ) -> CatalogResult<()> {
+        let modes = ctx.access_delegation;
+        if modes.vended_credentials || modes.remote_signing {
+            let record = self.delegation_catalog(catalog).await?;
+            if matches!(
+                StorageConfig::of(&record.storage_config),
+                StorageConfig::S3(_)
+            ) {
+                self.data_access(ctx, catalog, ident)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The `config` and `storage-credentials` for a table the caller just loaded or
     /// created, following its `X-Iceberg-Access-Delegation` header. Without the header
     /// the answer is empty (and costs nothing).

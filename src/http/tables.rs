@@ -232,6 +232,10 @@ async fn register(
     JsonBody(body): JsonBody<RegisterTable>,
 ) -> ApiResult<Response> {
     let ident = ident(&ns, &body.name)?;
+    state
+        .catalog
+        .check_delegation(&ctx, &prefix, &ident)
+        .await?;
     let table = state
         .catalog
         .register_table(
@@ -242,7 +246,13 @@ async fn register(
             body.overwrite,
         )
         .await?;
-    Ok(render(&Outcome::Table(table)))
+    // Registered tables get what loaded ones get (the spec declares the delegation
+    // header here too).
+    let config = state
+        .catalog
+        .table_config(&ctx, &prefix, &ident, &table.metadata)
+        .await?;
+    Ok(table_response(&table, SnapshotsMode::All, &config))
 }
 
 async fn rename(

@@ -92,6 +92,11 @@ fn looks_secret(key: &str) -> bool {
         "secret",
         "password",
         "accesskey",
+        "accountkey",
+        "sharedkey",
+        "privatekey",
+        "connectionstring",
+        "serviceaccountkey",
         "sessiontoken",
         "sastoken",
         "oauth2token",
@@ -345,6 +350,9 @@ mod tests {
             "s3.secret-access-key",
             "s3.access-key-id",
             "adls.sas-token.x",
+            "adls.account-key",
+            "adls.connection-string",
+            "gcs.private-key",
             "gcs.oauth2.token",
         ] {
             let mut p = p.clone();

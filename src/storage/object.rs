@@ -47,6 +47,15 @@ fn env(storage_name: Option<&str>, suffix: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// A named storage whose credentials the environment lacks.
+fn missing(storage_name: Option<&str>, suffix: &str) -> StorageError {
+    let name = storage_name.unwrap_or_default();
+    StorageError::Unavailable(format!(
+        "No credentials for storage {name}: set FLOE_STORAGE_{}_{suffix}",
+        name.to_ascii_uppercase()
+    ))
+}
+
 impl ObjectFiles {
     pub fn new(config: StorageConfig) -> Self {
         ObjectFiles {
@@ -95,8 +104,13 @@ impl ObjectFiles {
             StorageConfig::Gcs(gcs) => {
                 let mut builder =
                     GoogleCloudStorageBuilder::from_env().with_bucket_name(&location.bucket);
-                if let Some(path) = env(gcs.storage_name.as_deref(), "SERVICE_ACCOUNT_PATH") {
-                    builder = builder.with_service_account_path(path);
+                match env(gcs.storage_name.as_deref(), "SERVICE_ACCOUNT_PATH") {
+                    Some(path) => builder = builder.with_service_account_path(path),
+                    // A named storage never falls back to the machine's own identity.
+                    None if gcs.storage_name.is_some() => {
+                        return Err(missing(gcs.storage_name.as_deref(), "SERVICE_ACCOUNT_PATH"))
+                    }
+                    None => {}
                 }
                 Arc::new(builder.build().map_err(io)?)
             }
@@ -105,10 +119,15 @@ impl ObjectFiles {
                 let mut builder = MicrosoftAzureBuilder::from_env()
                     .with_account(&location.account)
                     .with_container_name(&location.bucket);
-                if let Some(key) = env(name, "ACCOUNT_KEY") {
-                    builder = builder.with_access_key(key);
+                let emulator = env(name, "USE_EMULATOR").is_some_and(|v| v == "true");
+                match env(name, "ACCOUNT_KEY") {
+                    Some(key) => builder = builder.with_access_key(key),
+                    None if name.is_some() && !emulator => {
+                        return Err(missing(name, "ACCOUNT_KEY (or _USE_EMULATOR=true)"))
+                    }
+                    None => {}
                 }
-                if env(name, "USE_EMULATOR").is_some_and(|v| v == "true") {
+                if emulator {
                     builder = builder.with_use_emulator(true);
                 }
                 Arc::new(builder.build().map_err(io)?)

@@ -25,7 +25,8 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 # tests/support: helpers shared with tests/engines (the S3 server).
-sys.path.insert(0, str(ROOT / "tests/support"))
+if str(ROOT / "tests/support") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests/support"))
 from s3 import S3Server, S3ServerError, start_s3_server, stop_s3_server  # noqa: E402,F401
 HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
 HEALTH_PATH = os.environ.get("FLOE_HEALTH_PATH", "/healthz")

@@ -357,3 +357,32 @@ def test_pyiceberg_reads_and_writes_with_vended_credentials_only(lake, s3_server
     admin = s3_server.client()
     files = admin.list_objects_v2(Bucket="lake", Prefix=key_of(again.location()) + "/data/")
     assert len(files.get("Contents", [])) == 2
+
+
+def test_without_sts_nothing_is_vended_unless_static_keys_are_opted_in(lake, s3_server):
+    server, root, _ = lake
+    for name, extra in [("nosts", {"stsUnavailable": True}),
+                        ("static", {"stsUnavailable": True, "vendStaticCredentials": True})]:
+        prefix = f"{name}-{uuid.uuid4().hex[:8]}"
+        r = root.call("POST", f"{MGMT}/catalogs", {"catalog": {
+            "name": name, "type": "INTERNAL",
+            "properties": {"default-base-location": f"s3://lake/{prefix}"},
+            "storageConfigInfo": {**s3_server.storage_config(prefix), **extra}}})
+        assert r.status_code == 201, r.text
+        assert root.call("POST", f"/v1/{name}/namespaces", {"namespace": ["ns"]}).status_code == 200
+        r = root.call("POST", f"/v1/{name}/namespaces/ns/tables", {"name": "t", "schema": SCHEMA},
+                      headers=VENDED)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        # The store still gets the metadata file, written with the server's own keys.
+        assert s3_server.client().head_object(Bucket="lake", Key=key_of(body["metadata-location"]))
+        if name == "nosts":
+            assert "storage-credentials" not in body
+            assert "s3.access-key-id" not in body["config"]
+            assert body["config"]["s3.endpoint"] == s3_server.endpoint
+        else:
+            config = creds_of(body)
+            # The opt-in hands out the server's keys as they are: no expiry, no refresh.
+            assert config["s3.access-key-id"] == s3_server.access_key
+            assert "client.refresh-credentials-endpoint" not in config
+            assert "s3.session-token-expires-at-ms" not in config

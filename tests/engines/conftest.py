@@ -7,10 +7,20 @@ a JVM costs several seconds, so catalogs are registered on it at run time, one p
 server and credential (``spark_catalog``). DuckDB connections are cheap and made per
 test (``duckdb_connect``).
 
+Tables on S3 (test_s3.py) use the SeaweedFS server of scripts/s3-server.sh, through the
+helpers in tests/support/s3.py that tests/e2e shares. The engines must reach S3 with
+what the catalog gives them only, so this module removes every AWS_* variable from the
+environment of the test process at import, before any engine starts (the Spark JVM
+inherits it, DuckDB runs in this process), and the JVM is told to read no AWS config or
+credentials file and not to ask an instance metadata service. A Floe server gets its S3
+keys explicitly (``floe_env``).
+
 Environment:
   FLOE_BIN               server binary (default: target/release/floe)
   ENGINES_ICEBERG_JAR    the iceberg-spark-runtime jar (default: the one tests/engines/run.sh
                          put in .cache/engines-jars/)
+  ENGINES_ICEBERG_AWS_JAR  the iceberg-aws-bundle jar (S3FileIO and the AWS SDK; same default
+                         place)
   FLOE_HEALTH_TIMEOUT    seconds to wait for /healthz (default 60)
   KEEP_DATA=1            keep the servers' data dirs and logs
 """
@@ -34,6 +44,16 @@ import pytest
 import requests
 
 ROOT = Path(__file__).resolve().parents[2]
+# tests/support: helpers shared with tests/e2e (the S3 server).
+if str(ROOT / "tests/support") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests/support"))
+from s3 import S3Server, S3ServerError, start_s3_server, stop_s3_server  # noqa: E402
+
+# No engine may find S3 keys of its own (see the module docstring).
+AWS_ENV_REMOVED = sorted(k for k in os.environ if k.startswith("AWS_"))
+for _name in AWS_ENV_REMOVED:
+    del os.environ[_name]
+
 HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
 
 # Short enough that a test can sleep past it in seconds. Not shorter: Iceberg Java refreshes
@@ -90,8 +110,10 @@ class FloeServer:
     client_secret = ROOT_CLIENT_SECRET
     token_lifetime = TOKEN_LIFETIME
 
-    def __init__(self, binary: Path, work: Path):
+    def __init__(self, binary: Path, work: Path, extra_env: dict[str, str] | None = None):
         self.binary = binary
+        # e.g. the S3 keys of a server with catalogs on S3 (the engines never get them)
+        self.extra_env = dict(extra_env or {})
         self.data_dir = work / "data"
         self.log_path = work / "floe.log"
         self.data_dir.mkdir(parents=True)
@@ -123,7 +145,7 @@ class FloeServer:
                      # requests the engines made and whether any request got a 401.
                      "--log", "info"],
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env={**os.environ, "NO_COLOR": "1",
+                    env={**os.environ, **self.extra_env, "NO_COLOR": "1",
                          "FLOE_BOOTSTRAP_CREDENTIALS": f"{self.client_id},{self.client_secret}"},
                     start_new_session=True,
                 )
@@ -227,16 +249,36 @@ def _engines_tmp():
 
 
 @pytest.fixture(scope="module")
-def floe(_engines_tmp, request) -> FloeServer:
+def floe_env() -> dict[str, str]:
+    """Extra environment of the module's Floe server; a module overrides it (test_s3.py)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def floe(_engines_tmp, request, floe_env) -> FloeServer:
     """One Floe server (auth on, short-lived tokens) shared by the tests of a module."""
     work = Path(tempfile.mkdtemp(prefix=request.module.__name__ + ".", dir=_engines_tmp))
-    server = FloeServer(floe_bin(), work)
+    server = FloeServer(floe_bin(), work, floe_env)
     _live_servers.append(server)
     try:
         yield server.start()
     finally:
         server.stop()
         _live_servers.remove(server)
+
+
+@pytest.fixture(scope="module")
+def s3_server(_engines_tmp) -> S3Server:
+    """A SeaweedFS S3 server with STS (scripts/s3-server.sh) for the module."""
+    work = Path(tempfile.mkdtemp(prefix="s3.", dir=_engines_tmp))
+    try:
+        server = start_s3_server(work, free_port())
+    except S3ServerError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        yield server
+    finally:
+        stop_s3_server(work)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -250,15 +292,24 @@ def pytest_runtest_makereport(item, call):
 
 # --- Spark -------------------------------------------------------------------------------
 
-def iceberg_jar() -> str:
-    jar = os.environ.get("ENGINES_ICEBERG_JAR")
+def _jar(env: str, artifact: str) -> str:
+    jar = os.environ.get(env)
     if jar:
         return jar
-    found = sorted(glob.glob(str(ROOT / ".cache/engines-jars/iceberg-spark-runtime-3.5_2.12-*.jar")))
+    found = sorted(glob.glob(str(ROOT / f".cache/engines-jars/{artifact}-*.jar")))
     if not found:
-        pytest.fail("no iceberg-spark-runtime jar in .cache/engines-jars; run tests/engines/run.sh "
-                    "or set ENGINES_ICEBERG_JAR", pytrace=False)
+        pytest.fail(f"no {artifact} jar in .cache/engines-jars; run tests/engines/run.sh "
+                    f"or set {env}", pytrace=False)
     return found[-1]
+
+
+def iceberg_jar() -> str:
+    return _jar("ENGINES_ICEBERG_JAR", "iceberg-spark-runtime-3.5_2.12")
+
+
+def iceberg_aws_jar() -> str:
+    """iceberg-aws-bundle: S3FileIO, its REST signer client and the AWS SDK it needs."""
+    return _jar("ENGINES_ICEBERG_AWS_JAR", "iceberg-aws-bundle")
 
 
 @pytest.fixture(scope="session")
@@ -272,12 +323,18 @@ def spark(_engines_tmp):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]").appName("floe-engines")
-        .config("spark.jars", iceberg_jar())
+        .config("spark.jars", f"{iceberg_jar()},{iceberg_aws_jar()}")
         # MERGE/UPDATE/DELETE on Iceberg tables need the extensions.
         .config("spark.sql.extensions",
                 "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
         .config("spark.sql.warehouse.dir", str(_engines_tmp / "spark-warehouse"))
-        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={_engines_tmp}")
+        # The AWS SDK reads no config or credentials file (not ~/.aws) and asks no
+        # instance metadata service: S3 is reached with what the catalog hands out only.
+        .config("spark.driver.extraJavaOptions", " ".join([
+            f"-Djava.io.tmpdir={_engines_tmp}",
+            f"-Daws.configFile={_engines_tmp}/no-aws-config",
+            f"-Daws.sharedCredentialsFile={_engines_tmp}/no-aws-credentials",
+            "-Daws.disableEc2Metadata=true"]))
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
@@ -299,7 +356,8 @@ def spark_catalog(spark):
     """
     used: set[str] = set()
 
-    def register(server: FloeServer, credential: str, name: str = "floe") -> str:
+    def register(server: FloeServer, credential: str, name: str = "floe",
+                 warehouse: str = "default", extra: dict[str, str] | None = None) -> str:
         unique, n = name, 1
         while unique in used:
             n += 1
@@ -310,7 +368,7 @@ def spark_catalog(spark):
             "": "org.apache.iceberg.spark.SparkCatalog",
             ".type": "rest",
             ".uri": server.url,
-            ".warehouse": "default",
+            ".warehouse": warehouse,
             ".rest.auth.type": "oauth2",
             ".credential": credential,
             ".scope": "PRINCIPAL_ROLE:ALL",
@@ -319,6 +377,7 @@ def spark_catalog(spark):
             # Iceberg's default, spelled out because the tests depend on it: the catalog
             # refreshes its token (token exchange) before it expires.
             ".token-refresh-enabled": "true",
+            **{"." + k: v for k, v in (extra or {}).items()},
         }.items():
             spark.conf.set(prefix + key, value)
         return unique
@@ -378,17 +437,18 @@ def duckdb_connect():
 
 
 def _duckdb_attach(con, server: FloeServer, client_id: str, client_secret: str,
-                   alias: str = "floe") -> None:
+                   alias: str = "floe", warehouse: str = "default", options: str = "") -> None:
     con.execute(f"""CREATE SECRET {alias}_secret (TYPE ICEBERG, CLIENT_ID '{client_id}',
                     CLIENT_SECRET '{client_secret}', OAUTH2_SERVER_URI '{server.token_url}')""")
-    con.execute(f"ATTACH 'default' AS {alias} (TYPE ICEBERG, SECRET {alias}_secret, "
-                f"ENDPOINT '{server.url}')")
+    con.execute(f"ATTACH '{warehouse}' AS {alias} (TYPE ICEBERG, SECRET {alias}_secret, "
+                f"ENDPOINT '{server.url}'{', ' + options if options else ''})")
 
 
 @pytest.fixture
 def duckdb_attach():
-    """attach(con, server, client_id, client_secret, alias="floe"): CREATE SECRET of TYPE
-    ICEBERG with the client credentials, then ATTACH the catalog `default` as `alias`."""
+    """attach(con, server, client_id, client_secret, alias="floe", warehouse="default",
+    options=""): CREATE SECRET of TYPE ICEBERG with the client credentials, then ATTACH the
+    catalog `warehouse` as `alias` (`options`: more ATTACH options, comma-separated)."""
     return _duckdb_attach
 
 

@@ -1,5 +1,6 @@
 """Support for the multi-node tests: several real `floe serve` processes over one
-PostgreSQL database (and one shared warehouse directory), and REST helpers.
+PostgreSQL database (and one shared warehouse: a directory, or a prefix of an S3
+bucket), and REST helpers.
 (A module of its own, not conftest.py, so that tests can import it even when pytest
 also collects another directory with a conftest.py.)
 
@@ -13,6 +14,10 @@ Environment:
 - FLOE_MN_LOG: the nodes' --log filter. The default adds debug for Floe's two retry
   loops (lines containing "retrying"), so tests can count internal retries.
 - KEEP_DATA=1 keeps the temporary directories (node logs, warehouse) afterwards.
+- FLOE_MN_STORAGES: the storages that modules declaring STORAGES run on (default
+  "file s3"; "file" leaves S3 out). On S3 every node of a cluster gets the same
+  --warehouse s3://lake/<prefix> and --storage-config, and the S3 admin keys in its
+  environment; one SeaweedFS with STS (scripts/s3-server.sh) serves the session.
 
 Everything talks to 127.0.0.1 only; every wait is bounded.
 """
@@ -36,6 +41,7 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_SCRIPT = ROOT / "scripts" / "pg-cluster.sh"
+S3_SCRIPT = ROOT / "scripts" / "s3-server.sh"
 HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
 LOG_FILTER = os.environ.get(
     "FLOE_MN_LOG", "info,floe::catalog::objects=debug,floe::store::postgres=debug"
@@ -44,6 +50,8 @@ DEFAULT_TIMEOUT = 60.0  # seconds per HTTP request unless a test says otherwise
 
 # Nodes currently started by a fixture; their logs are attached to failing tests.
 live_nodes: list["Node"] = []
+# The session's S3 server, once a fixture has started it (see S3Store).
+s3_store: "S3Store | None" = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -165,6 +173,88 @@ def free_port() -> int:
 
 
 # ---------------------------------------------------------------------------------------
+# S3
+# ---------------------------------------------------------------------------------------
+
+
+class S3Store:
+    """A SeaweedFS S3 server with STS (scripts/s3-server.sh): the bucket 'lake', an admin
+    key that only the nodes (and these helpers, to look from outside) use, and a role the
+    nodes assume to vend credentials."""
+
+    bucket = "lake"
+    access_key = "floe-admin"
+    secret_key = "floe-admin-secret"
+    role_arn = "arn:aws:iam::000000000000:role/FloeVended"
+
+    def __init__(self, endpoint: str, directory: Path):
+        self.endpoint = endpoint
+        self.directory = directory
+
+    @classmethod
+    def start(cls, directory: Path) -> "S3Store":
+        """Starts the server on a free port (another try on a new port if it is taken)."""
+        out = None
+        for _ in range(3):
+            out = subprocess.run(["bash", str(S3_SCRIPT), "start", str(directory), str(free_port())],
+                                 capture_output=True, text=True, timeout=600,
+                                 stdin=subprocess.DEVNULL)
+            if out.returncode == 0:
+                return cls(out.stdout.strip().splitlines()[-1], directory)
+        pytest.fail(f"the S3 server did not start:\n{out.stderr[-4000:]}", pytrace=False)
+
+    def stop(self) -> None:
+        subprocess.run(["bash", str(S3_SCRIPT), "stop", str(self.directory)], timeout=120,
+                       stdin=subprocess.DEVNULL)
+
+    def storage_config(self) -> dict:
+        """The nodes' --storage-config: every catalog created without one gets it."""
+        return {"storageType": "S3", "endpoint": self.endpoint, "pathStyleAccess": True,
+                "region": "us-east-1", "roleArn": self.role_arn}
+
+    def node_env(self) -> dict[str, str]:
+        """A node's environment: the caller's without any AWS_*, plus the admin keys."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        env.update({"AWS_ACCESS_KEY_ID": self.access_key,
+                    "AWS_SECRET_ACCESS_KEY": self.secret_key})
+        return env
+
+    def client(self):
+        import boto3
+        from botocore.config import Config
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
+            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}))
+
+    @staticmethod
+    def split(location: str) -> tuple[str, str]:
+        """s3://bucket/key -> (bucket, key)."""
+        assert location.startswith("s3://"), location
+        bucket, _, key = location[len("s3://"):].partition("/")
+        return bucket, key
+
+    def read(self, location: str) -> bytes | None:
+        """The object at an s3:// location; None if there is none."""
+        bucket, key = self.split(location)
+        try:
+            return self.client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        except Exception as e:  # botocore's NoSuchKey
+            if getattr(e, "response", {}).get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise
+
+    def keys(self, location: str) -> list[str]:
+        """Every key under an s3:// prefix."""
+        bucket, prefix = self.split(location.rstrip("/") + "/")
+        keys = []
+        for page in self.client().get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix):
+            keys += [o["Key"] for o in page.get("Contents", [])]
+        return keys
+
+
+# ---------------------------------------------------------------------------------------
 # Nodes and clusters
 # ---------------------------------------------------------------------------------------
 
@@ -181,8 +271,11 @@ class Node:
     """One `floe serve` process (at a time) with its own data dir and log file."""
 
     def __init__(self, name: str, binary: Path, database_url: str, warehouse: str,
-                 data_dir: Path, log_path: Path):
+                 data_dir: Path, log_path: Path, extra_args: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.name = name
+        self.extra_args = list(extra_args or [])
+        self.env = dict(env) if env is not None else None  # None: the caller's, at spawn
         self.binary = binary
         self.database_url = database_url
         self.warehouse = warehouse
@@ -213,9 +306,9 @@ class Node:
                  "--database-url", self.database_url,
                  "--warehouse", self.warehouse,
                  "--data-dir", str(self.data_dir),
-                 "--log", LOG_FILTER],
+                 "--log", LOG_FILTER, *self.extra_args],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, "NO_COLOR": "1",
+                env={**(os.environ if self.env is None else self.env), "NO_COLOR": "1",
                      "FLOE_BOOTSTRAP_CREDENTIALS": f"{ROOT_CLIENT_ID},{ROOT_SECRET}"},
                 start_new_session=True,
             )
@@ -284,20 +377,34 @@ class Node:
 
 
 class Cluster:
-    """Several nodes over one fresh database and one shared warehouse directory."""
+    """Several nodes over one fresh database and one shared warehouse: a directory, or
+    with `s3` a fresh prefix of its bucket (then every node gets the same
+    --storage-config and the S3 keys, and warehouse_dir is None)."""
 
-    def __init__(self, binary: Path, work: Path, prefix: str, size: int):
+    def __init__(self, binary: Path, work: Path, prefix: str, size: int,
+                 s3: S3Store | None = None):
         self.db_name, self.database_url = fresh_database(prefix)
         self.work = work
-        self.warehouse_dir = work / "warehouse"
-        self.warehouse_dir.mkdir(parents=True)
-        self.warehouse = f"file://{self.warehouse_dir}"
+        self.s3 = s3
+        extra_args: list[str] = []
+        env = None
+        if s3 is None:
+            self.storage = "file"
+            self.warehouse_dir = work / "warehouse"
+            self.warehouse_dir.mkdir(parents=True)
+            self.warehouse = f"file://{self.warehouse_dir}"
+        else:
+            self.storage = "s3"
+            self.warehouse_dir = None
+            self.warehouse = f"s3://{s3.bucket}/mn-{prefix}-{uuid.uuid4().hex[:10]}"
+            extra_args = ["--storage-config", json.dumps(s3.storage_config())]
+            env = s3.node_env()
         self.nodes = []
         for i in range(size):
             d = work / f"node{i}"
             d.mkdir()
             self.nodes.append(Node(f"node{i}", binary, self.database_url, self.warehouse,
-                                   d / "data", d / "floe.log"))
+                                   d / "data", d / "floe.log", extra_args, env))
 
     def start(self) -> "Cluster":
         # All nodes start at once on the empty database: migrations and the default
@@ -387,12 +494,16 @@ class Api:
 
     # ---- catalog calls ----
 
-    def create_catalog(self, name: str, warehouse: str):
-        return self.post("/api/management/v1/catalogs", {"catalog": {
-            "type": "INTERNAL", "name": name,
-            "properties": {"default-base-location": f"{warehouse}/{name}"},
-            "storageConfigInfo": {"storageType": "FILE"},
-        }})
+    def create_catalog(self, name: str, warehouse: str, storage_config: dict | None = None):
+        """A catalog under the warehouse. On a file: warehouse its storage is FILE; on
+        another (s3://) the request names none, and the node's --storage-config applies."""
+        catalog = {"type": "INTERNAL", "name": name,
+                   "properties": {"default-base-location": f"{warehouse}/{name}"}}
+        if storage_config is not None:
+            catalog["storageConfigInfo"] = storage_config
+        elif warehouse.startswith("file:"):
+            catalog["storageConfigInfo"] = {"storageType": "FILE"}
+        return self.post("/api/management/v1/catalogs", {"catalog": catalog})
 
     def create_namespace(self, catalog: str, levels: list[str], properties=None):
         return self.post(f"/v1/{catalog}/namespaces",
@@ -484,11 +595,19 @@ def local_path(location: str) -> Path:
 
 
 def assert_complete_metadata(metadata_location: str) -> dict:
-    """The metadata file exists and is one complete JSON document."""
-    path = local_path(metadata_location)
-    assert path.is_file(), f"metadata file missing: {metadata_location}"
+    """The metadata file exists and is one complete JSON document (on S3: read with the
+    admin key from the session's S3 server)."""
+    if metadata_location.startswith("s3://"):
+        assert s3_store is not None, f"no S3 server to read {metadata_location} from"
+        data = s3_store.read(metadata_location)
+        assert data is not None, f"metadata object missing: {metadata_location}"
+        text = data.decode()
+    else:
+        path = local_path(metadata_location)
+        assert path.is_file(), f"metadata file missing: {metadata_location}"
+        text = path.read_text()
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(text)
     except ValueError as e:
         raise AssertionError(f"metadata file {metadata_location} is not complete JSON: {e}")
     assert "format-version" in doc and ("table-uuid" in doc or "view-uuid" in doc), metadata_location

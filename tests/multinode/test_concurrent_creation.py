@@ -6,6 +6,12 @@ level by level, each client creating different children; then 2 tables and 2 vie
 every leaf. Every request must succeed the first time (no client retries), every
 create must be readable at once through the OTHER node, and listing through either
 node must give exactly the entities created.
+
+It runs twice: with the warehouse in a directory, and on S3 (every node with the same
+--storage-config; the metadata files go to the bucket). On S3 the read back through the
+other node also asks for vended credentials (X-Iceberg-Access-Delegation), which must
+come scoped to the table's location, and afterwards every acknowledged metadata file
+must be in the bucket.
 """
 
 from __future__ import annotations
@@ -15,6 +21,9 @@ import time
 from collections import Counter
 
 from floe_multinode import Api, bench_schema, describe, list_all, ns_path, run_threads
+
+STORAGES = ("file", "s3")  # conftest.py runs this module once per storage
+VENDED = {"X-Iceberg-Access-Delegation": "vended-credentials"}
 
 CLIENTS = 50
 CATALOGS = 10
@@ -85,6 +94,8 @@ class Workload:
 def test_concurrent_dataset_creation(cluster):
     w = Workload(cluster.urls)
     warehouse = cluster.warehouse
+    on_s3 = cluster.storage == "s3"
+    created_metadata: list[str] = []
 
     # ---- 10 catalogs at once ----------------------------------------------------------
     catalogs = [f"C_{i}" for i in range(1, CATALOGS + 1)]
@@ -130,14 +141,35 @@ def test_concurrent_dataset_creation(cluster):
             if not w.record(f"create table {levels}.{name}", r, 200):
                 return
             created = r.json()["metadata-location"]
-            r = w.readers[i].load_table(TREE_CATALOG, levels, name)
+            with w.lock:
+                created_metadata.append(created)
+            r = w.readers[i].load_table(TREE_CATALOG, levels, name,
+                                        headers=VENDED if on_s3 else None)
             if w.record(f"load table {levels}.{name} through the other node right after "
                         f"its create", r, 200):
                 if r.json()["metadata-location"] != created:
                     w.fail(f"load table {levels}.{name} through the other node: "
                            f"metadata-location {r.json()['metadata-location']}, "
                            f"the create answered {created}")
+                if on_s3:
+                    check_vended(levels, name, r)
         return task
+
+    def check_vended(levels, name, r):
+        """One credential, for exactly the table's location, with a session token."""
+        body = r.json()
+        creds = body.get("storage-credentials") or []
+        location = body["metadata"]["location"]
+        if len(creds) != 1 or creds[0].get("prefix") != location:
+            w.fail(f"load table {levels}.{name} with vended credentials through the other "
+                   f"node: storage-credentials {[c.get('prefix') for c in creds]}, "
+                   f"location {location}")
+            return
+        config = creds[0].get("config", {})
+        missing = [k for k in ("s3.access-key-id", "s3.secret-access-key", "s3.session-token")
+                   if not config.get(k)]
+        if missing:
+            w.fail(f"load table {levels}.{name}: vended credential lacks {missing}")
 
     w.phase("tables", [create_table(n, t) for n in leaves for t in table_names])
     assert not w.failures, "\n".join(w.failures[:20])
@@ -206,3 +238,14 @@ def test_concurrent_dataset_creation(cluster):
         assert views == len(leaves) * VIEWS_PER_LEAF
         print(f"  through {url}: {len(names)} catalogs, {len(found)} namespaces, "
               f"{tables} tables, {views} views")
+
+    # ---- on S3: every acknowledged table metadata file is in the bucket ----------------
+    if on_s3:
+        keys = set(cluster.s3.keys(f"{warehouse}/{TREE_CATALOG}"))
+        in_bucket = {f"s3://{cluster.s3.bucket}/{k}" for k in keys}
+        missing = [m for m in created_metadata if m not in in_bucket]
+        assert len(created_metadata) == len(leaves) * TABLES_PER_LEAF
+        assert not missing, f"{len(missing)} acknowledged metadata files not in the bucket: {missing[:5]}"
+        metadata_files = sum(1 for k in keys if k.endswith(".metadata.json"))
+        print(f"  bucket: {len(keys)} objects under {warehouse}/{TREE_CATALOG}, "
+              f"{metadata_files} metadata files")

@@ -6,6 +6,9 @@
 (b) Appends with assert-ref-snapshot-id on main, the way engines commit: a lost race is
     a 409 the client retries on fresh metadata. Never a 5xx; at the end the table's
     history is exactly the acknowledged snapshots, one linear chain.
+
+Both run twice: with the warehouse in a directory, and on S3 (every node with the same
+--storage-config; each commit writes its metadata file to the bucket).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import time
 from collections import Counter
 
 from floe_multinode import Api, assert_complete_metadata, assert_error_model, describe, run_threads
+
+STORAGES = ("file", "s3")  # conftest.py runs this module once per storage
 
 NAMESPACE = ["contended"]
 CLIENTS = 20

@@ -12,6 +12,8 @@ import uuid
 
 from floe_multinode import Api, describe, ns_path, run_threads, simple_schema
 
+STORAGES = ("file", "s3")  # conftest.py runs this module once per storage
+
 CATALOG = "idem"
 NAMESPACE = ["k"]
 

@@ -18,6 +18,8 @@ import threading
 
 from floe_multinode import Api, assert_complete_metadata, assert_error_model, describe, run_threads
 
+STORAGES = ("file", "s3")  # conftest.py runs this module once per storage
+
 NAMESPACE = ["txn"]
 TABLES = ["A", "B", "C"]
 GOOD = 30

@@ -1,23 +1,45 @@
 #!/usr/bin/env bash
 # Run Apache Iceberg's REST Compatibility Kit (RCK) against a freshly started Floe.
 #
-#   tests/rck/run.sh
+#   tests/rck/run.sh                  # tables on the local file system
+#   RCK_STORAGE=s3 tests/rck/run.sh   # tables on S3, with vended credentials
 #
 # Steps: fetch the RCK jars with Maven (once; cached in .cache/rck-lib), start
 # `$FLOE_BIN serve` on a free loopback port with a fresh data dir, wait for
 # /healthz, run RESTCompatibilityKitSuite with the JUnit console launcher, stop
 # the server, and judge the result.
 #
+# S3 mode (RCK_STORAGE=s3): a throwaway SeaweedFS with STS (scripts/s3-server.sh, on a
+# free port under a temporary directory, stopped on exit) holds the server's default
+# catalog (--warehouse s3://lake/rck-<random>, --storage-config of type S3 with the role
+# to assume); only the server gets the S3 admin keys. The suite runs against that
+# catalog with no AWS_* variables in its environment and no AWS profile or instance
+# metadata to fall back on, so every file it reads or writes (the manifests and
+# manifest lists of its appends) goes through S3FileIO with the credentials Floe vends
+# in loadTable/createTable (asked for with X-Iceberg-Access-Delegation:
+# vended-credentials, which Iceberg 1.11's REST client sends only when configured to,
+# here with -Dheader.X-Iceberg-Access-Delegation=...). Afterwards the bucket is listed
+# (tests/rck/s3_list.py) to show that the suite's own files are there. Tests that
+# hard-code local locations (file:/tmp/... or JUnit temporary directories) or move
+# metadata files with java.nio are excluded there (RCK_S3_EXCLUDES below: they cannot
+# be placed in an S3 catalog, whose allowed locations are on S3 only), so MIN_SUCCEEDED
+# is lower by default.
+#
 # Environment (all optional):
 #   FLOE_BIN            server binary             (default: target/release/floe)
-#   MIN_SUCCEEDED       least tests that must pass (default: 144)
+#   RCK_STORAGE         file or s3                (default: file)
+#   MIN_SUCCEEDED       least tests that must pass (default: 144; 130 with RCK_STORAGE=s3)
 #   RCK_LIB             jar cache dir             (default: .cache/rck-lib)
-#   RCK_REPORTS_DIR     reports + logs            (default: .cache/rck-reports)
+#   RCK_REPORTS_DIR     reports + logs            (default: .cache/rck-reports, or
+#                       .cache/rck-reports-s3 with RCK_STORAGE=s3)
 #   HEALTH_TIMEOUT      seconds to wait for /healthz (default: 60)
 #   RCK_TIMEOUT         seconds the suite may run  (default: 1800)
 #   FLOE_HEALTH_PATH    readiness path            (default: /healthz)
 #   RCK_VERBOSE=1       print the launcher's whole test tree
 #   RCK_EXTRA_ARGS      extra launcher args, e.g. "--select-method ..." (word-split)
+#   RCK_S3_EXCLUDE=0    S3 mode: run the tests with local locations too (they fail there)
+#   KEEP_DATA=1         keep the server's data dir (the S3 server is stopped and its
+#                       directory deleted regardless; its log is copied to the reports)
 #
 # Exit status: 0 only if no test failed and at least MIN_SUCCEEDED succeeded.
 set -euo pipefail
@@ -26,15 +48,39 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 
 FLOE_BIN="${FLOE_BIN:-$ROOT/target/release/floe}"
-MIN_SUCCEEDED="${MIN_SUCCEEDED:-144}"
+RCK_STORAGE="${RCK_STORAGE:-file}"
+case "$RCK_STORAGE" in
+  file) MIN_SUCCEEDED="${MIN_SUCCEEDED:-144}" ;;
+  s3) MIN_SUCCEEDED="${MIN_SUCCEEDED:-130}" ;;
+  *) printf '[rck] ERROR: RCK_STORAGE must be file or s3, not %s\n' "$RCK_STORAGE" >&2; exit 2 ;;
+esac
 RCK_LIB="${RCK_LIB:-$ROOT/.cache/rck-lib}"
-RCK_REPORTS_DIR="${RCK_REPORTS_DIR:-$ROOT/.cache/rck-reports}"
+if [[ "$RCK_STORAGE" == s3 ]]; then
+  RCK_REPORTS_DIR="${RCK_REPORTS_DIR:-$ROOT/.cache/rck-reports-s3}"
+else
+  RCK_REPORTS_DIR="${RCK_REPORTS_DIR:-$ROOT/.cache/rck-reports}"
+fi
 HEALTH_TIMEOUT="${HEALTH_TIMEOUT:-60}"
 RCK_TIMEOUT="${RCK_TIMEOUT:-1800}"
 FLOE_HEALTH_PATH="${FLOE_HEALTH_PATH:-/healthz}"
 POM="$ROOT/tests/rck/pom.xml"
 JUNIT_STANDALONE_NAME="junit-platform-console-standalone-1.14.4.jar"
 SUITE_CLASS="org.apache.iceberg.rest.RESTCompatibilityKitSuite"
+S3_SCRIPT="$ROOT/scripts/s3-server.sh"
+# The S3 server's fixed setup (see the header of scripts/s3-server.sh).
+S3_BUCKET=lake
+S3_ADMIN_KEY=floe-admin
+S3_ADMIN_SECRET=floe-admin-secret
+S3_ROLE_ARN="arn:aws:iam::000000000000:role/FloeVended"
+# S3 mode only: tests that place tables or views at local paths the suite chooses
+# (CatalogTests.baseTableLocation is file:/tmp/<ns>/<table>, ViewCatalogTests.viewLocation
+# a JUnit @TempDir) or that move a table's metadata file with java.nio.file. Floe refuses
+# such locations in an S3 catalog (403, outside its allowed locations), and they would
+# not touch S3 anyway. Class name, then method names (JUnit --exclude-methodname regex).
+RCK_S3_EXCLUDES=(
+  "RESTCompatibilityKitCatalogTests#(testLoadTable|testCompleteCreateTable|testCompleteCreateTransaction|testCompleteCreateTransactionMultipleSchemas|testCompleteCreateTransactionV2|testCompleteReplaceTransaction|testCompleteCreateOrReplaceTransactionCreate|testCompleteCreateOrReplaceTransactionReplace|testCreateTableWithDefaultColumnValue|testLoadTableWithMissingMetadataFile)"
+  "RESTCompatibilityKitViewCatalogTests#(completeCreateView|createAndReplaceViewWithLocation|createViewWithCustomMetadataLocation|updateViewLocation)"
+)
 
 log() { printf '[rck] %s\n' "$*"; }
 die() { printf '[rck] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -65,7 +111,9 @@ else
 fi
 
 # Class path: every jar except the non-standalone junit-jupiter / junit-platform
-# ones (the console-standalone jar bundles those; two copies break discovery).
+# ones (the console-standalone jar bundles those; two copies break discovery), and
+# except the AWS SDK bundle unless the tables are on S3 (the file mode's class path
+# stays what it always was).
 CP=""
 jar_count=0
 for jar in "$RCK_LIB"/*.jar; do
@@ -73,11 +121,15 @@ for jar in "$RCK_LIB"/*.jar; do
   case "$name" in
     junit-platform-console-standalone-*) continue ;; # run with -jar, not on -cp
     junit-jupiter-*|junit-platform-*) continue ;;
+    iceberg-aws-bundle-*) [[ "$RCK_STORAGE" == s3 ]] || continue ;;
   esac
   CP="${CP:+$CP:}$jar"
   jar_count=$((jar_count + 1))
 done
 ((jar_count > 0)) || die "no jars in $RCK_LIB"
+if [[ "$RCK_STORAGE" == s3 && "$CP" != *iceberg-aws-bundle-* ]]; then
+  die "iceberg-aws-bundle missing from $RCK_LIB (S3FileIO needs it); delete $RCK_LIB and run again"
+fi
 log "class path: $jar_count jars"
 
 # --- (b) start the server ----------------------------------------------------
@@ -91,6 +143,7 @@ SERVER_LOG="$RCK_REPORTS_DIR/floe.log"
 CONSOLE_LOG="$RCK_REPORTS_DIR/console.txt"
 DATA_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-rck.XXXXXX")"
 SERVER_PID=""
+S3_DIR=""
 
 stop_server() {
   [[ -n "$SERVER_PID" ]] || return 0
@@ -110,8 +163,15 @@ stop_server() {
   log "server stopped (exit status $status)"
   SERVER_PID=""
 }
+stop_s3() {
+  [[ -n "$S3_DIR" ]] || return 0
+  cp "$S3_DIR/weed.log" "$RCK_REPORTS_DIR/s3.log" 2>/dev/null || true
+  bash "$S3_SCRIPT" stop "$S3_DIR" || log "could not stop the S3 server in $S3_DIR"
+  S3_DIR=""
+}
 cleanup() {
   stop_server
+  stop_s3
   if [[ "${KEEP_DATA:-0}" == 1 ]]; then
     log "data dir kept: $DATA_DIR"
   else
@@ -144,6 +204,46 @@ PY
   fi
 }
 
+# --- S3 mode: the object store, and the server's default catalog on it -------------
+# The server's environment: no AWS_* from the caller, only the S3 admin keys (S3 mode).
+# The suite's environment: no AWS_* at all in S3 mode (and unchanged in file mode).
+SERVER_ENV=()
+JAVA_ENV=()
+JAVA_S3_OPTS=()
+STORAGE_ARGS=()
+if [[ "$RCK_STORAGE" == s3 ]]; then
+  for var in $(compgen -e | grep '^AWS_' || true); do
+    SERVER_ENV+=(-u "$var")
+    JAVA_ENV+=(-u "$var")
+  done
+  SERVER_ENV+=("AWS_ACCESS_KEY_ID=$S3_ADMIN_KEY" "AWS_SECRET_ACCESS_KEY=$S3_ADMIN_SECRET")
+  # Iceberg 1.11's REST client sends no X-Iceberg-Access-Delegation header unless told
+  # to (header.* catalog properties; RCKUtils takes system properties as catalog
+  # properties). No shared credentials/config file and no instance metadata for the
+  # AWS SDK either: only what the catalog vends.
+  JAVA_S3_OPTS=(-Dheader.X-Iceberg-Access-Delegation=vended-credentials
+    -Daws.sharedCredentialsFile=/nonexistent/floe-rck-credentials
+    -Daws.configFile=/nonexistent/floe-rck-config -Daws.disableEc2Metadata=true)
+  S3_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-rck-s3.XXXXXX")"
+  S3_ENDPOINT=""
+  t0=$SECONDS
+  for attempt in 1 2 3; do
+    s3_port="$(free_port)"
+    log "starting the S3 server (scripts/s3-server.sh) on 127.0.0.1:$s3_port under $S3_DIR (attempt $attempt)"
+    if S3_ENDPOINT="$(bash "$S3_SCRIPT" start "$S3_DIR" "$s3_port")"; then
+      S3_ENDPOINT="$(printf '%s\n' "$S3_ENDPOINT" | tail -n 1)"
+      break
+    fi
+    S3_ENDPOINT=""
+  done
+  [[ -n "$S3_ENDPOINT" ]] || die "the S3 server did not start"
+  S3_PREFIX="rck-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+  S3_WAREHOUSE="s3://$S3_BUCKET/$S3_PREFIX"
+  storage_config='{"storageType":"S3","endpoint":"'"$S3_ENDPOINT"'","pathStyleAccess":true,"region":"us-east-1","roleArn":"'"$S3_ROLE_ARN"'"}'
+  STORAGE_ARGS=(--warehouse "$S3_WAREHOUSE" --storage-config "$storage_config")
+  log "S3 server ready at $S3_ENDPOINT in $((SECONDS - t0))s; default catalog at $S3_WAREHOUSE"
+fi
+
 # With FLOE_TEST_DATABASE_URL, the server keeps its state in a fresh PostgreSQL database.
 STORE_ARGS=()
 if [[ -n "${FLOE_TEST_DATABASE_URL:-}" ]]; then
@@ -157,9 +257,10 @@ fi
 started=0
 for attempt in 1 2 3; do
   PORT="$(free_port)"
-  log "starting $FLOE_BIN serve --bind 127.0.0.1:$PORT --data-dir $DATA_DIR (attempt $attempt)"
-  NO_COLOR=1 FLOE_BOOTSTRAP_CREDENTIALS="$RCK_CLIENT_ID,$RCK_CLIENT_SECRET" \
-    "$FLOE_BIN" serve --bind "127.0.0.1:$PORT" --data-dir "$DATA_DIR" "${STORE_ARGS[@]}" >>"$SERVER_LOG" 2>&1 &
+  log "starting $FLOE_BIN serve --bind 127.0.0.1:$PORT --data-dir $DATA_DIR${STORAGE_ARGS[*]:+ ${STORAGE_ARGS[*]}} (attempt $attempt)"
+  env "${SERVER_ENV[@]}" NO_COLOR=1 FLOE_BOOTSTRAP_CREDENTIALS="$RCK_CLIENT_ID,$RCK_CLIENT_SECRET" \
+    "$FLOE_BIN" serve --bind "127.0.0.1:$PORT" --data-dir "$DATA_DIR" "${STORE_ARGS[@]}" \
+    "${STORAGE_ARGS[@]}" >>"$SERVER_LOG" 2>&1 &
   SERVER_PID=$!
   deadline=$((SECONDS + HEALTH_TIMEOUT))
   while ((SECONDS < deadline)); do
@@ -187,9 +288,14 @@ if ((!started)); then
 fi
 log "server ready on port $PORT (pid $SERVER_PID)"
 
-# The suite places tables and views at file:/tmp/... paths it chooses itself. A catalog
-# refuses locations outside its allowed ones, so the suite gets its own catalog, created
-# through the management API, whose allowed locations include /tmp.
+# File mode: the suite places tables and views at file:/tmp/... paths it chooses itself.
+# A catalog refuses locations outside its allowed ones, so the suite gets its own
+# catalog, created through the management API, whose allowed locations include /tmp.
+# S3 mode: the suite uses the server's default catalog, on S3.
+if [[ "$RCK_STORAGE" == s3 ]]; then
+  RCK_CATALOG=default
+  log "catalog: the default catalog, at $S3_WAREHOUSE"
+else
 RCK_CATALOG=rck
 create_body='{"catalog":{"type":"INTERNAL","name":"'"$RCK_CATALOG"'","properties":{"default-base-location":"file://'"$DATA_DIR"'/rck"},"storageConfigInfo":{"storageType":"FILE","allowedLocations":["file:///tmp/"]}}}'
 python3 - "http://127.0.0.1:$PORT" "$create_body" "$RCK_CLIENT_ID" "$RCK_CLIENT_SECRET" <<'PY' || die "could not create the RCK catalog"
@@ -205,6 +311,7 @@ with urllib.request.urlopen(req, timeout=10) as r:
     sys.exit(0 if r.status == 201 else 1)
 PY
 log "created catalog $RCK_CATALOG (allowed locations: file:///tmp/)"
+fi
 
 # --- (c) run the suite -------------------------------------------------------
 # Exact command, for reproducing by hand (CP = class path above):
@@ -223,19 +330,32 @@ launcher_args=(
   --disable-ansi-colors
   --reports-dir "$RCK_REPORTS_DIR"
 )
+if [[ "$RCK_STORAGE" == s3 && "${RCK_S3_EXCLUDE:-1}" != 0 ]]; then
+  excluded_methods=()
+  for entry in "${RCK_S3_EXCLUDES[@]}"; do
+    cls="${entry%%#*}"
+    methods="${entry#*#}"
+    # JUnit matches Class#method, with "(parameter types)" only for methods that have any.
+    launcher_args+=(--exclude-methodname "^org\.apache\.iceberg\.rest\.$cls#$methods(\(.*\))?\$")
+    excluded_methods+=("$cls: ${methods//|/, }")
+  done
+  log "S3 mode: excluded (local locations):"
+  for entry in "${excluded_methods[@]}"; do log "  $entry"; done
+fi
 if [[ -n "${RCK_EXTRA_ARGS:-}" ]]; then
   # shellcheck disable=SC2206 # word splitting intended
   launcher_args+=(${RCK_EXTRA_ARGS})
 fi
 log "running $SUITE_CLASS against http://127.0.0.1:$PORT/ (warehouse $RCK_CATALOG)"
-log "command: CATALOG_URI=http://127.0.0.1:$PORT/ CATALOG_WAREHOUSE=$RCK_CATALOG java -Drck.local=false -Drck.requires-namespace-create=true -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -jar $RCK_LIB/$JUNIT_STANDALONE_NAME ${launcher_args[*]/#$CP/<CP: $jar_count jars of $RCK_LIB>}"
+log "command: ${JAVA_ENV[*]:+env ${JAVA_ENV[*]} }CATALOG_URI=http://127.0.0.1:$PORT/ CATALOG_WAREHOUSE=$RCK_CATALOG java ${JAVA_S3_OPTS[*]:+${JAVA_S3_OPTS[*]} }-Drck.local=false -Drck.requires-namespace-create=true -Dorg.slf4j.simpleLogger.defaultLogLevel=warn -jar $RCK_LIB/$JUNIT_STANDALONE_NAME ${launcher_args[*]/#$CP/<CP: $jar_count jars of $RCK_LIB>}"
 log "full launcher output: $CONSOLE_LOG"
 t0=$SECONDS
 launcher_rc=0
-CATALOG_URI="http://127.0.0.1:$PORT/" CATALOG_WAREHOUSE="$RCK_CATALOG" \
+env "${JAVA_ENV[@]}" \
+  CATALOG_URI="http://127.0.0.1:$PORT/" CATALOG_WAREHOUSE="$RCK_CATALOG" \
   CATALOG_CREDENTIAL="$RCK_CLIENT_ID:$RCK_CLIENT_SECRET" CATALOG_SCOPE="PRINCIPAL_ROLE:ALL" \
   timeout --kill-after=30 "$RCK_TIMEOUT" \
-  java -Drck.local=false -Drck.requires-namespace-create=true \
+  java "${JAVA_S3_OPTS[@]}" -Drck.local=false -Drck.requires-namespace-create=true \
   -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
   -jar "$RCK_LIB/$JUNIT_STANDALONE_NAME" "${launcher_args[@]}" \
   >"$CONSOLE_LOG" 2>&1 || launcher_rc=$?
@@ -244,6 +364,25 @@ log "launcher finished in $((SECONDS - t0))s with status $launcher_rc"
 
 server_alive=1
 kill -0 "$SERVER_PID" 2>/dev/null || server_alive=0
+
+# S3 mode: what the suite left in the bucket, listed from outside with the admin key.
+# Avro files are manifests and manifest lists, which only the suite writes (through
+# S3FileIO with vended credentials: it has no keys of its own). None at all means the
+# suite's appends did not go to S3, which fails the run.
+S3_AVRO_COUNT=""
+if [[ "$RCK_STORAGE" == s3 ]]; then
+  S3_LISTING="$RCK_REPORTS_DIR/s3-objects.txt"
+  if python3 "$ROOT/tests/rck/s3_list.py" "$S3_ENDPOINT" "$S3_BUCKET" "$S3_PREFIX/" \
+    "$S3_ADMIN_KEY" "$S3_ADMIN_SECRET" >"$S3_LISTING"; then
+    S3_AVRO_COUNT="$(grep -c '\.avro$' "$S3_LISTING" || true)"
+    log "S3 objects under $S3_WAREHOUSE after the suite: $(grep -c . "$S3_LISTING" || true)" \
+      "($(grep -c '\.metadata\.json$' "$S3_LISTING" || true) metadata files written by Floe," \
+      "$S3_AVRO_COUNT manifests and manifest lists written by the suite); list: $S3_LISTING"
+  else
+    log "could not list the bucket"
+    S3_AVRO_COUNT=0
+  fi
+fi
 
 # --- (d) stop the server -----------------------------------------------------
 stop_server
@@ -325,6 +464,10 @@ PY
 
 if ((server_alive == 0)); then
   log "the server died during the suite"
+  verdict=1
+fi
+if [[ "$RCK_STORAGE" == s3 && "$S3_AVRO_COUNT" == 0 ]]; then
+  log "S3 mode: no manifest or manifest list of the suite's appends is on S3"
   verdict=1
 fi
 if ((verdict != 0)); then
