@@ -255,9 +255,9 @@ impl Catalog {
         }
         let level = self.data_access(ctx, catalog, ident)?;
         if vend {
-            let (location, locations) = Self::file_locations(&record, metadata)?;
+            let (location, locations) = Self::file_locations(record, metadata)?;
             let credential = self
-                .vend(&record, &s3, ident, location, &locations, level)
+                .vend(record, &s3, ident, location, &locations, level)
                 .await?;
             out.config.extend(credential.config.clone());
             out.credentials.push(credential);
