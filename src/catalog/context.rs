@@ -38,6 +38,11 @@ pub struct AccessDelegation {
 }
 
 impl AccessDelegation {
+    /// Whether the client asked for any delegation at all.
+    pub fn any(self) -> bool {
+        self.vended_credentials || self.remote_signing
+    }
+
     /// Parses the header's comma-separated list; unknown modes are ignored, as the spec
     /// lets servers choose among the modes a client offers.
     pub fn parse(header: &str) -> Self {

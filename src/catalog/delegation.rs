@@ -197,8 +197,7 @@ impl Catalog {
         catalog: &str,
         ident: &Ident,
     ) -> CatalogResult<()> {
-        let modes = ctx.access_delegation;
-        if modes.vended_credentials || modes.remote_signing {
+        if ctx.access_delegation.any() {
             let record = self.delegation_catalog(catalog).await?;
             if matches!(
                 StorageConfig::of(&record.storage_config),
@@ -220,8 +219,7 @@ impl Catalog {
         ident: &Ident,
         metadata: &str,
     ) -> CatalogResult<TableConfig> {
-        let modes = ctx.access_delegation;
-        if !modes.vended_credentials && !modes.remote_signing {
+        if !ctx.access_delegation.any() {
             return Ok(TableConfig::default());
         }
         let record = self.delegation_catalog(catalog).await?;
@@ -238,7 +236,7 @@ impl Catalog {
         metadata: &str,
     ) -> CatalogResult<TableConfig> {
         let modes = ctx.access_delegation;
-        if !modes.vended_credentials && !modes.remote_signing {
+        if !modes.any() {
             return Ok(TableConfig::default());
         }
         let catalog = record.name.as_str();

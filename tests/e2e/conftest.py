@@ -183,6 +183,30 @@ class FloeServer:
         return f"----- last {lines} lines of {self.log_path} -----\n" + "\n".join(text[-lines:])
 
 
+class ApiClient:
+    """Plain HTTP calls with a bearer token; any 5xx fails the test."""
+
+    def __init__(self, url: str, bearer: str):
+        self.url = url
+        self.s = requests.Session()
+        self.s.headers["Authorization"] = "Bearer " + bearer
+
+    def call(self, method: str, path: str, body=None, headers=None) -> requests.Response:
+        r = self.s.request(method, self.url + path, json=body, headers=headers, timeout=60)
+        assert r.status_code < 500, f"{method} {path}: {r.status_code} {r.text}"
+        return r
+
+
+def access_token(url: str, client_id: str = FloeServer.client_id,
+                 secret: str = FloeServer.client_secret) -> str:
+    """A token by OAuth2 client credentials (the root principal's by default)."""
+    r = requests.post(url + "/v1/oauth/tokens", timeout=30, data={
+        "grant_type": "client_credentials", "client_id": client_id,
+        "client_secret": secret, "scope": "PRINCIPAL_ROLE:ALL"})
+    assert r.status_code == 200, r.text
+    return r.json()["access_token"]
+
+
 @pytest.fixture(scope="session")
 def floe_binary() -> Path:
     return floe_bin()
@@ -196,15 +220,15 @@ def _e2e_tmp():
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture
-def floe_server_factory(floe_binary, _e2e_tmp):
-    """Make servers, each on its own fresh data dir; all are stopped at the end."""
+def _server_factory(floe_binary, tmp):
+    """Yields a function that makes servers, each on its own fresh data dir; all are
+    stopped when the generator is closed."""
     made: list[FloeServer] = []
 
     def make(extra_args: list[str] | None = None,
              extra_env: dict[str, str] | None = None) -> FloeServer:
         n = len(made)
-        work = Path(tempfile.mkdtemp(prefix=f"srv{n}.", dir=_e2e_tmp))
+        work = Path(tempfile.mkdtemp(prefix=f"srv{n}.", dir=tmp))
         server = FloeServer(floe_binary, work / "data", work / "floe.log")
         server.extra_args = list(extra_args or [])
         server.extra_env = dict(extra_env or {})
@@ -219,6 +243,18 @@ def floe_server_factory(floe_binary, _e2e_tmp):
             server.terminate()
         finally:
             _live_servers.remove(server)
+
+
+@pytest.fixture
+def floe_server_factory(floe_binary, _e2e_tmp):
+    """Servers for one test."""
+    yield from _server_factory(floe_binary, _e2e_tmp)
+
+
+@pytest.fixture(scope="module")
+def module_server_factory(floe_binary, _e2e_tmp):
+    """Servers shared by the tests of a module."""
+    yield from _server_factory(floe_binary, _e2e_tmp)
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import ROOT, FloeServer, _live_servers, free_port
+from conftest import ROOT, ApiClient as Client, FloeServer, access_token, free_port
 
 MGMT = "/api/management/v1"
 VENDED = {"X-Iceberg-Access-Delegation": "vended-credentials"}
@@ -240,47 +240,20 @@ def store(request, _e2e_tmp):
         subprocess.run(["bash", str(script), "stop", str(work / "emulator")], timeout=120)
 
 
-class Client:
-    def __init__(self, url: str, bearer: str):
-        self.url = url
-        self.s = requests.Session()
-        self.s.headers["Authorization"] = "Bearer " + bearer
-
-    def call(self, method: str, path: str, body=None, headers=None) -> requests.Response:
-        r = self.s.request(method, self.url + path, json=body, headers=headers, timeout=60)
-        assert r.status_code < 500, f"{method} {path}: {r.status_code} {r.text}"
-        return r
-
-
 @pytest.fixture(scope="module")
-def lake(store, floe_binary, _e2e_tmp):
+def lake(store, module_server_factory):
     """A Floe server whose environment points at the emulator, with the catalog 'lake' on
     it under a fresh prefix, and the namespace 'ns'."""
-    work = Path(tempfile.mkdtemp(prefix="floe.", dir=store.work))
-    server = FloeServer(floe_binary, work / "data", work / "floe.log")
-    server.extra_env = store.server_env()
-    server.data_dir.mkdir()
-    _live_servers.append(server)
-    try:
-        server.start()
-        r = requests.post(server.url + "/v1/oauth/tokens", timeout=30, data={
-            "grant_type": "client_credentials", "client_id": FloeServer.client_id,
-            "client_secret": FloeServer.client_secret, "scope": "PRINCIPAL_ROLE:ALL"})
-        assert r.status_code == 200, r.text
-        root = Client(server.url, r.json()["access_token"])
-        prefix = f"wh-{uuid.uuid4().hex[:8]}"
-        r = root.call("POST", f"{MGMT}/catalogs", {"catalog": {
-            "name": "lake", "type": "INTERNAL",
-            "properties": {"default-base-location": store.location(prefix)},
-            "storageConfigInfo": store.storage_config(prefix)}})
-        assert r.status_code == 201, r.text
-        assert root.call("POST", "/v1/lake/namespaces", {"namespace": ["ns"]}).status_code == 200
-        yield server, root, prefix
-    finally:
-        try:
-            server.terminate()
-        finally:
-            _live_servers.remove(server)
+    server = module_server_factory(extra_env=store.server_env())
+    root = Client(server.url, access_token(server.url))
+    prefix = f"wh-{uuid.uuid4().hex[:8]}"
+    r = root.call("POST", f"{MGMT}/catalogs", {"catalog": {
+        "name": "lake", "type": "INTERNAL",
+        "properties": {"default-base-location": store.location(prefix)},
+        "storageConfigInfo": store.storage_config(prefix)}})
+    assert r.status_code == 201, r.text
+    assert root.call("POST", "/v1/lake/namespaces", {"namespace": ["ns"]}).status_code == 200
+    yield server, root, prefix
 
 
 def create(root: Client, name: str, headers=None, **extra) -> dict:

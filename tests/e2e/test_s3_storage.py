@@ -19,32 +19,12 @@ import requests
 from botocore.exceptions import ClientError
 from pyiceberg.catalog import load_catalog
 
-from conftest import FloeServer
+from conftest import ApiClient as Client, FloeServer, access_token
 
 MGMT = "/api/management/v1"
 VENDED = {"X-Iceberg-Access-Delegation": "vended-credentials"}
 SIGNING = {"X-Iceberg-Access-Delegation": "remote-signing"}
 SCHEMA = {"type": "struct", "fields": [{"id": 1, "name": "x", "type": "long", "required": False}]}
-
-
-def token(url: str, client_id: str, secret: str) -> str:
-    r = requests.post(url + "/v1/oauth/tokens", timeout=30, data={
-        "grant_type": "client_credentials", "client_id": client_id,
-        "client_secret": secret, "scope": "PRINCIPAL_ROLE:ALL"})
-    assert r.status_code == 200, r.text
-    return r.json()["access_token"]
-
-
-class Client:
-    def __init__(self, url: str, bearer: str):
-        self.url = url
-        self.s = requests.Session()
-        self.s.headers["Authorization"] = "Bearer " + bearer
-
-    def call(self, method: str, path: str, body=None, headers=None) -> requests.Response:
-        r = self.s.request(method, self.url + path, json=body, headers=headers, timeout=60)
-        assert r.status_code < 500, f"{method} {path}: {r.status_code} {r.text}"
-        return r
 
 
 def denied(call) -> str:
@@ -69,11 +49,11 @@ def s3_as(s3, config: dict):
 
 
 @pytest.fixture(scope="module")
-def lake(floe_server_factory, s3_server):
+def lake(module_server_factory, s3_server):
     """A Floe server (credentials live 20 s) with an S3 catalog under a fresh prefix."""
-    server = floe_server_factory(["--credential-lifetime", str(s3_server.token_duration_s)],
+    server = module_server_factory(["--credential-lifetime", str(s3_server.token_duration_s)],
                                  s3_server.server_env)
-    root = Client(server.url, token(server.url, FloeServer.client_id, FloeServer.client_secret))
+    root = Client(server.url, access_token(server.url))
     prefix = f"wh-{uuid.uuid4().hex[:8]}"
     r = root.call("POST", f"{MGMT}/catalogs", {"catalog": {
         "name": "lake", "type": "INTERNAL",
@@ -82,33 +62,6 @@ def lake(floe_server_factory, s3_server):
     assert r.status_code == 201, r.text
     assert root.call("POST", "/v1/lake/namespaces", {"namespace": ["ns"]}).status_code == 200
     return server, root, prefix
-
-
-
-@pytest.fixture(scope="module")
-def floe_server_factory(floe_binary, _e2e_tmp):
-    """Module-scoped: the S3 tests share one server."""
-    from conftest import _live_servers
-    from pathlib import Path
-    import tempfile
-    made = []
-
-    def make(extra_args=None, extra_env=None):
-        work = Path(tempfile.mkdtemp(prefix="s3srv.", dir=_e2e_tmp))
-        server = FloeServer(floe_binary, work / "data", work / "floe.log")
-        server.extra_args = list(extra_args or [])
-        server.extra_env = dict(extra_env or {})
-        server.data_dir.mkdir()
-        made.append(server)
-        _live_servers.append(server)
-        return server.start()
-
-    yield make
-    for server in made:
-        try:
-            server.terminate()
-        finally:
-            _live_servers.remove(server)
 
 
 def create(root: Client, name: str, headers=VENDED) -> dict:
@@ -135,7 +88,7 @@ def principal_with(root: Client, name: str, privilege: str) -> Client:
          for p in [privilege, "NAMESPACE_LIST", "TABLE_LIST"] if p]:
         r = root.call("PUT", path, body)
         assert r.status_code == 201, r.text
-    return Client(root.url, token(root.url, creds["clientId"], creds["clientSecret"]))
+    return Client(root.url, access_token(root.url, creds["clientId"], creds["clientSecret"]))
 
 
 def test_metadata_lives_on_s3_and_credentials_are_scoped_to_one_table(lake, s3_server):
