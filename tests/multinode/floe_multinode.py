@@ -29,6 +29,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -41,7 +42,10 @@ import requests
 
 ROOT = Path(__file__).resolve().parents[2]
 PG_SCRIPT = ROOT / "scripts" / "pg-cluster.sh"
-S3_SCRIPT = ROOT / "scripts" / "s3-server.sh"
+# tests/support: helpers shared with tests/e2e and tests/engines (the S3 server).
+if str(ROOT / "tests/support") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests/support"))
+from s3 import S3Server, S3ServerError, start_s3_server, stop_s3_server  # noqa: E402
 HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
 LOG_FILTER = os.environ.get(
     "FLOE_MN_LOG", "info,floe::catalog::objects=debug,floe::store::postgres=debug"
@@ -177,55 +181,36 @@ def free_port() -> int:
 # ---------------------------------------------------------------------------------------
 
 
-class S3Store:
-    """A SeaweedFS S3 server with STS (scripts/s3-server.sh): the bucket 'lake', an admin
-    key that only the nodes (and these helpers, to look from outside) use, and a role the
-    nodes assume to vend credentials."""
-
-    bucket = "lake"
-    access_key = "floe-admin"
-    secret_key = "floe-admin-secret"
-    role_arn = "arn:aws:iam::000000000000:role/FloeVended"
-
-    def __init__(self, endpoint: str, directory: Path):
-        self.endpoint = endpoint
-        self.directory = directory
+class S3Store(S3Server):
+    """The shared S3 server (tests/support/s3.py), plus what the multinode checks need:
+    the nodes' environment and reads of what they wrote, with the admin key."""
 
     @classmethod
     def start(cls, directory: Path) -> "S3Store":
         """Starts the server on a free port (another try on a new port if it is taken)."""
-        out = None
+        error = None
         for _ in range(3):
-            out = subprocess.run(["bash", str(S3_SCRIPT), "start", str(directory), str(free_port())],
-                                 capture_output=True, text=True, timeout=600,
-                                 stdin=subprocess.DEVNULL)
-            if out.returncode == 0:
-                return cls(out.stdout.strip().splitlines()[-1], directory)
-        pytest.fail(f"the S3 server did not start:\n{out.stderr[-4000:]}", pytrace=False)
+            try:
+                server = start_s3_server(directory, free_port())
+            except S3ServerError as e:
+                error = e
+                continue
+            store = cls(server.endpoint, directory)
+            store.token_duration_s = server.token_duration_s
+            return store
+        pytest.fail(str(error), pytrace=False)
 
     def stop(self) -> None:
-        subprocess.run(["bash", str(S3_SCRIPT), "stop", str(self.directory)], timeout=120,
-                       stdin=subprocess.DEVNULL)
-
-    def storage_config(self) -> dict:
-        """The nodes' --storage-config: every catalog created without one gets it."""
-        return {"storageType": "S3", "endpoint": self.endpoint, "pathStyleAccess": True,
-                "region": "us-east-1", "roleArn": self.role_arn}
+        stop_s3_server(self.work)
 
     def node_env(self) -> dict[str, str]:
         """A node's environment: the caller's without any AWS_*, plus the admin keys."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        env.update({"AWS_ACCESS_KEY_ID": self.access_key,
-                    "AWS_SECRET_ACCESS_KEY": self.secret_key})
+        env.update(self.server_env)
         return env
 
     def client(self):
-        import boto3
-        from botocore.config import Config
-        return boto3.client(
-            "s3", endpoint_url=self.endpoint, region_name="us-east-1",
-            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3}))
+        return super().client(max_attempts=3)
 
     @staticmethod
     def split(location: str) -> tuple[str, str]:

@@ -1,5 +1,5 @@
 """The throwaway S3 server (SeaweedFS with STS, scripts/s3-server.sh) shared by the test
-suites that put catalogs on object storage (tests/e2e, tests/engines).
+suites that put catalogs on object storage (tests/e2e, tests/engines, tests/multinode).
 
     server = start_s3_server(work_dir, port)   # an S3Server; work_dir is the script's DIR
     ...
@@ -45,13 +45,16 @@ class S3Server:
         return {"AWS_ACCESS_KEY_ID": self.access_key,
                 "AWS_SECRET_ACCESS_KEY": self.secret_key}
 
-    def storage_config(self, prefix: str) -> dict:
-        """The management API's storageConfigInfo for a catalog under s3://lake/<prefix>/."""
-        return {"storageType": "S3", "endpoint": self.endpoint, "pathStyleAccess": True,
-                "region": self.region, "roleArn": self.role_arn,
-                "allowedLocations": [f"s3://{self.bucket}/{prefix}/"]}
+    def storage_config(self, prefix: str | None = None) -> dict:
+        """The management API's storageConfigInfo for a catalog under s3://lake/<prefix>/
+        (without a prefix: no allowedLocations, as for a server's --storage-config)."""
+        config = {"storageType": "S3", "endpoint": self.endpoint, "pathStyleAccess": True,
+                  "region": self.region, "roleArn": self.role_arn}
+        if prefix is not None:
+            config["allowedLocations"] = [f"s3://{self.bucket}/{prefix}/"]
+        return config
 
-    def client(self, access_key=None, secret_key=None, token=None):
+    def client(self, access_key=None, secret_key=None, token=None, max_attempts=1):
         """A boto3 S3 client, with the admin key unless told otherwise."""
         import boto3
         from botocore.config import Config
@@ -60,7 +63,8 @@ class S3Server:
             aws_access_key_id=access_key or self.access_key,
             aws_secret_access_key=secret_key or self.secret_key,
             aws_session_token=token,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+            config=Config(s3={"addressing_style": "path"},
+                          retries={"max_attempts": max_attempts}))
 
 
 def start_s3_server(work: Path, port: int,
