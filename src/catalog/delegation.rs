@@ -23,8 +23,9 @@ use crate::storage::signing::{self, Refusal, SignRequest, SignResult};
 use crate::storage::vending::{server_keys, AccessLevel, TemporaryKeys};
 use crate::storage::StorageConfig;
 
-/// One entry of `storage-credentials`: the config applies under `prefix`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One entry of `storage-credentials`: the config applies under `prefix` (serialised as
+/// the spec's `StorageCredential`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct StorageCredential {
     pub prefix: String,
     pub config: BTreeMap<String, String>,

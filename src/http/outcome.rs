@@ -77,13 +77,8 @@ fn push_table_config(body: &mut String, config: &TableConfig) {
     body.push_str(",\"config\":");
     body.push_str(&json!(config.config).to_string());
     if !config.credentials.is_empty() {
-        let credentials: Vec<_> = config
-            .credentials
-            .iter()
-            .map(|c| json!({"prefix": c.prefix, "config": c.config}))
-            .collect();
         body.push_str(",\"storage-credentials\":");
-        body.push_str(&serde_json::Value::from(credentials).to_string());
+        body.push_str(&json!(config.credentials).to_string());
     }
 }
 

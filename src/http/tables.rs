@@ -181,10 +181,6 @@ async fn credentials(
         .catalog
         .load_credentials(&ctx, &prefix, &ident(&ns, &table)?)
         .await?;
-    let credentials: Vec<Value> = credentials
-        .into_iter()
-        .map(|c| json!({"prefix": c.prefix, "config": c.config}))
-        .collect();
     Ok(Json(json!({ "storage-credentials": credentials })))
 }
 
