@@ -38,35 +38,13 @@ prefix="$root/.cache/azurite"
 main="$prefix/node_modules/azurite/dist/src/blob/main.js"
 python="${PYTHON:-python3}"
 
-# The pid in DIR/azurite.pid, if that process still runs (a zombie does not count) and
-# is still our Azurite (its command line names DIR/data: a recycled pid does not count).
-running_pid() {
-  local pid state
-  [[ -f "$dir/azurite.pid" ]] || return 1
-  pid="$(cat "$dir/azurite.pid")"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
-  [[ -n "$state" && "$state" != Z ]] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "$dir/data" || return 1
-  echo "$pid"
-}
+# shellcheck source=scripts/service.sh
+source "$root/scripts/service.sh"
 
+# Our Azurite is the process in DIR/azurite.pid whose command line names DIR/data (a
+# recycled pid does not count); it leads a session of its own.
 stop_server() {
-  local pid i
-  if pid="$(running_pid)"; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-      running_pid >/dev/null || break
-      sleep 0.1
-    done
-    if running_pid >/dev/null; then
-      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do
-        running_pid >/dev/null || break
-        sleep 0.1
-      done
-    fi
-  fi
+  service_stop "$dir/azurite.pid" "$dir/data"
 }
 
 installed_version() {
@@ -87,20 +65,13 @@ install_azurite() {
     "azurite@$AZURITE_VERSION" >&2
 }
 
-# Starts Azurite in the background, leading a session (and process group) of its own;
-# the shell writes its own pid, which exec hands on.
+# Starts Azurite in the background, leading a session (and process group) of its own.
 launch() {
-  rm -rf "$dir/data" "$dir/azurite.pid"
+  rm -rf "$dir/data"
   mkdir -p "$dir/data"
-  setsid bash -c 'echo $$ >"$1/azurite.pid"; shift; exec "$@"' _ "$dir" \
+  service_launch "$dir/azurite.pid" "$dir/azurite.log" \
     node "$main" --blobHost 127.0.0.1 --blobPort "$port" --location "$dir/data" \
-    --skipApiVersionCheck --disableProductStyleUrl --disableTelemetry \
-    </dev/null >"$dir/azurite.log" 2>&1 &
-  local i
-  for ((i = 0; i < 50; i++)); do
-    [[ -s "$dir/azurite.pid" ]] && break
-    sleep 0.1
-  done
+    --skipApiVersionCheck --disableProductStyleUrl --disableTelemetry
 }
 
 # PUT /devstoreaccount1/lake?restype=container with Shared Key authentication; prints
@@ -129,25 +100,28 @@ except urllib.error.HTTPError as e:
 PY
 }
 
-# Waits until Azurite says it listens ("successfully listens on" in 3.35), then makes the container. Fails if Azurite exits
-# or 60 s pass first.
+# One look for wait_ready: once Azurite says it listens ("successfully listens on" in
+# 3.35), makes the container; 0 when it is there, 1 while Azurite does not answer yet,
+# 2 (give up) on any other answer.
+ready_check() {
+  local code
+  grep -q 'successfully listen' "$dir/azurite.log" || return 1
+  code="$(create_container)"
+  [[ "$code" == 201 || "$code" == 409 ]] && return 0
+  [[ "$code" == 0 ]] && return 1
+  echo "creating the container lake: HTTP $code" >&2
+  return 2
+}
+
+# Waits until ready_check says so. Fails if Azurite exits or 60 s pass first.
 wait_ready() {
-  local deadline=$((SECONDS + 60)) code
-  while ((SECONDS < deadline)) && running_pid >/dev/null; do
-    if grep -q 'successfully listen' "$dir/azurite.log"; then
-      code="$(create_container)"
-      [[ "$code" == 201 || "$code" == 409 ]] && return 0
-      [[ "$code" == 0 ]] || { echo "creating the container lake: HTTP $code" >&2; return 1; }
-    fi
-    sleep 0.2
-  done
-  return 1
+  service_wait 60 "$dir/azurite.pid" "$dir/data" ready_check
 }
 
 case "$cmd" in
   start)
     port="${3:?port required}"
-    [[ "$port" =~ ^[0-9]+$ ]] || { echo "bad port $port" >&2; exit 2; }
+    service_port_arg "$port"
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     # A fresh server each time: whatever an earlier start left here goes.
@@ -157,8 +131,7 @@ case "$cmd" in
     launch
     wait_ready && { echo "http://127.0.0.1:$port/$ACCOUNT"; exit 0; }
     stop_server
-    echo "Azurite did not come up on 127.0.0.1:$port; last lines of $dir/azurite.log:" >&2
-    tail -n 40 "$dir/azurite.log" >&2 || true
+    service_fail "$dir/azurite.log" "Azurite did not come up on 127.0.0.1:$port"
     exit 1
     ;;
   stop)

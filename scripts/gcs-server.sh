@@ -48,36 +48,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$root/.cache/go-bin/fake-gcs-server"
 python="${PYTHON:-python3}"
 
-# The pid in DIR/gcs.pid, if that process still runs (a zombie does not count) and is
-# still our front (its command line names DIR/gcs-front.py: a recycled pid does not count).
-running_pid() {
-  local pid state
-  [[ -f "$dir/gcs.pid" ]] || return 1
-  pid="$(cat "$dir/gcs.pid")"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
-  [[ -n "$state" && "$state" != Z ]] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "$dir/gcs-front.py" || return 1
-  echo "$pid"
-}
+# shellcheck source=scripts/service.sh
+source "$root/scripts/service.sh"
 
+# Our front is the process in DIR/gcs.pid whose command line names DIR/gcs-front.py (a
+# recycled pid does not count); it leads a session of its own, and fake-gcs-server is in
+# its process group: service_stop signals the group.
 stop_server() {
-  local pid i
-  if pid="$(running_pid)"; then
-    # The front leads its own session; fake-gcs-server is in its process group.
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-      running_pid >/dev/null || break
-      sleep 0.1
-    done
-    if running_pid >/dev/null; then
-      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do
-        running_pid >/dev/null || break
-        sleep 0.1
-      done
-    fi
-  fi
+  service_stop "$dir/gcs.pid" "$dir/gcs-front.py"
 }
 
 # go install, with everything Go keeps under .cache/go; only when the binary is missing
@@ -294,69 +272,38 @@ main()
 PY
 }
 
-# A free loopback port other than PORT, for fake-gcs-server itself.
-pick_backend_port() {
-  "$python" - "$port" <<'PY'
-import socket, sys
-while True:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    if p != int(sys.argv[1]):
-        print(p)
-        break
-PY
-}
-
-# Starts the front (which starts fake-gcs-server) in the background, leading a session
-# (and process group) of its own; the shell writes its own pid, which exec hands on.
+# Starts the front (which starts fake-gcs-server, on a free loopback port other than
+# PORT) in the background, leading a session (and process group) of its own.
 launch() {
   local backend_port
-  backend_port="$(pick_backend_port)"
+  backend_port="$(service_free_port "$port")"
   echo "$backend_port" >"$dir/backend-port"
-  rm -rf "$dir/seed" "$dir/gcs.pid"
+  rm -rf "$dir/seed"
   # -data loads a bucket per directory at start: the bucket 'lake', empty.
   mkdir -p "$dir/seed/lake"
-  setsid bash -c 'echo $$ >"$1/gcs.pid"; shift; exec "$@"' _ "$dir" \
+  service_launch "$dir/gcs.pid" "$dir/gcs.log" \
     "$python" "$dir/gcs-front.py" "$port" "$backend_port" -- \
     "$bin" -scheme http -host 127.0.0.1 -port "$backend_port" \
     -public-host "127.0.0.1:$port" -external-url "http://127.0.0.1:$port" \
     -backend memory -data "$dir/seed" -log-level info \
-    -event.pubsub-project-id "" -event.pubsub-topic "" \
-    </dev/null >"$dir/gcs.log" 2>&1 &
-  local i
-  for ((i = 0; i < 50; i++)); do
-    [[ -s "$dir/gcs.pid" ]] && break
-    sleep 0.1
-  done
+    -event.pubsub-project-id "" -event.pubsub-topic ""
 }
 
-# Waits until the bucket answers through the front (GET /storage/v1/b/lake: 200), which
-# needs both processes up and the seed loaded. Fails if the front exits or 60 s pass.
+# One look for wait_ready: 0 once the bucket answers through the front
+# (GET /storage/v1/b/lake: 200), which needs both processes up and the seed loaded.
+ready_check() {
+  [[ "$(service_http_status "http://127.0.0.1:$port/storage/v1/b/lake")" == 200 ]]
+}
+
+# Waits until ready_check says so. Fails if the front exits or 60 s pass.
 wait_ready() {
-  local deadline=$((SECONDS + 60)) code
-  while ((SECONDS < deadline)) && running_pid >/dev/null; do
-    code="$("$python" - "http://127.0.0.1:$port/storage/v1/b/lake" <<'PY' 2>/dev/null || true
-import sys, urllib.error, urllib.request
-try:
-    print(urllib.request.urlopen(sys.argv[1], timeout=2).status)
-except urllib.error.HTTPError as e:
-    print(e.code)
-except Exception:
-    print(0)
-PY
-)"
-    [[ "$code" == 200 ]] && return 0
-    sleep 0.2
-  done
-  return 1
+  service_wait 60 "$dir/gcs.pid" "$dir/gcs-front.py" ready_check
 }
 
 case "$cmd" in
   start)
     port="${3:?port required}"
-    [[ "$port" =~ ^[0-9]+$ ]] || { echo "bad port $port" >&2; exit 2; }
+    service_port_arg "$port"
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     # A fresh server each time: whatever an earlier start left here goes.
@@ -377,8 +324,7 @@ case "$cmd" in
       fi
       break
     done
-    echo "fake-gcs-server did not come up on 127.0.0.1:$port; last lines of $dir/gcs.log:" >&2
-    tail -n 40 "$dir/gcs.log" >&2 || true
+    service_fail "$dir/gcs.log" "fake-gcs-server did not come up on 127.0.0.1:$port"
     exit 1
     ;;
   stop)

@@ -36,36 +36,15 @@ dir="${2:?directory required}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$root/.cache/s3-venv"
 
-# The pid in DIR/weed.pid, if that process still runs (a zombie does not count) and is
-# still our weed (its command line names the binary: a recycled pid does not count).
-running_pid() {
-  local pid state
-  [[ -f "$dir/weed.pid" ]] || return 1
-  pid="$(cat "$dir/weed.pid")"
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
-  [[ -n "$state" && "$state" != Z ]] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF "$venv/bin/weed" || return 1
-  echo "$pid"
-}
+# shellcheck source=scripts/service.sh
+source "$root/scripts/service.sh"
+# weed's own python (the venv's) for the helper snippets below and in service.sh.
+SERVICE_PYTHON="$venv/bin/python"
 
+# Our weed is the process in DIR/weed.pid whose command line names the binary (a recycled
+# pid does not count); it leads a session of its own: service_stop signals the group.
 stop_server() {
-  local pid i
-  if pid="$(running_pid)"; then
-    # weed runs as the leader of its own session: signal the whole process group.
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-      running_pid >/dev/null || break
-      sleep 0.1
-    done
-    if running_pid >/dev/null; then
-      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do
-        running_pid >/dev/null || break
-        sleep 0.1
-      done
-    fi
-  fi
+  service_stop "$dir/weed.pid" "$venv/bin/weed"
   if [[ -f "$dir/ports" ]]; then
     local name port
     while read -r name port; do
@@ -179,12 +158,12 @@ write_iam() {
 JSON
 }
 
-# Starts weed in the background. It leads a session (and process group) of its own, so
-# that stop can signal the group; the shell writes its own pid, which exec hands on.
+# Starts weed in the background, leading a session (and process group) of its own, so
+# that stop can signal the group.
 launch() {
-  rm -rf "$dir/data" "$dir/weed.pid"
+  rm -rf "$dir/data"
   mkdir -p "$dir/data"
-  setsid bash -c 'echo $$ >"$1/weed.pid"; shift; exec "$@"' _ "$dir" \
+  service_launch "$dir/weed.pid" "$dir/weed.log" \
     "$venv/bin/weed" -logtostderr mini \
     -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
     -master.port="$(port_of master)" -master.port.grpc="$(port_of master-grpc)" \
@@ -196,44 +175,27 @@ launch() {
     -s3.port.iceberg=0 -s3.port.lance=0 \
     -s3.config="$dir/iam.json" -s3.iam.config="$dir/iam.json" \
     -admin.port="$(port_of admin)" -admin.port.grpc="$(port_of admin-grpc)" -admin.ui=false \
-    -bucket=lake -webdav=false \
-    </dev/null >"$dir/weed.log" 2>&1 &
-  local i
-  for ((i = 0; i < 50; i++)); do
-    [[ -s "$dir/weed.pid" ]] && break
-    sleep 0.1
-  done
+    -bucket=lake -webdav=false
 }
 
-# Waits until weed has printed its banner, which it does once every part runs and the
-# bucket is made, and S3 answers HTTP (403 to this anonymous request). Fails if weed
-# exits or 60 s pass first.
+# One look for wait_ready: 0 once weed has printed its banner, which it does once every
+# part runs and the bucket is made, and S3 answers HTTP (403 to this anonymous request);
+# 2 (give up) if making the bucket failed; 1 otherwise.
+ready_check() {
+  grep -q 'failed to ensure buckets' "$dir/weed.log" && return 2
+  grep -q 'All enabled components are running' "$dir/weed.log" || return 1
+  [[ "$(service_http_status "http://127.0.0.1:$port/lake" HEAD)" =~ ^[1-5][0-9][0-9]$ ]]
+}
+
+# Waits until ready_check says so. Fails if weed exits or 60 s pass first.
 wait_ready() {
-  local deadline=$((SECONDS + 60)) code
-  while ((SECONDS < deadline)) && running_pid >/dev/null; do
-    grep -q 'failed to ensure buckets' "$dir/weed.log" && return 1
-    if grep -q 'All enabled components are running' "$dir/weed.log"; then
-      code="$("$venv/bin/python" - "http://127.0.0.1:$port/lake" <<'PY' 2>/dev/null || true
-import sys, urllib.error, urllib.request
-try:
-    print(urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="HEAD"), timeout=2).status)
-except urllib.error.HTTPError as e:
-    print(e.code)
-except Exception:
-    print(0)
-PY
-)"
-      [[ "$code" =~ ^[1-5][0-9][0-9]$ ]] && return 0
-    fi
-    sleep 0.25
-  done
-  return 1
+  SERVICE_WAIT_INTERVAL=0.25 service_wait 60 "$dir/weed.pid" "$venv/bin/weed" ready_check
 }
 
 case "$cmd" in
   start)
     port="${3:?port required}"
-    [[ "$port" =~ ^[0-9]+$ ]] || { echo "bad port $port" >&2; exit 2; }
+    service_port_arg "$port"
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
     # A fresh server each time: whatever an earlier start left here goes.
@@ -258,8 +220,7 @@ case "$cmd" in
       fi
       break
     done
-    echo "SeaweedFS S3 did not come up on 127.0.0.1:$port; last lines of $dir/weed.log:" >&2
-    tail -n 40 "$dir/weed.log" >&2 || true
+    service_fail "$dir/weed.log" "SeaweedFS S3 did not come up on 127.0.0.1:$port"
     exit 1
     ;;
   stop)
