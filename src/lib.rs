@@ -20,6 +20,7 @@ pub mod auth;
 pub mod bench;
 pub mod catalog;
 pub mod cli;
+pub mod events;
 pub mod http;
 pub mod model;
 pub mod server;

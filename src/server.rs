@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use crate::auth::oidc::IdentityProvider;
 use crate::catalog::security::Authenticators;
 use crate::catalog::{Catalog, CatalogSettings};
+use crate::events::relay::{self, RelaySettings};
 use crate::http::auth::{AuthMode, AuthSettings};
 use crate::http::{self, AppState, HttpSettings};
 use crate::store::postgres::{PostgresSettings, PostgresStore};
@@ -39,6 +40,29 @@ pub struct ServerConfig {
     pub default_storage: Option<serde_json::Value>,
     /// How long vended storage credentials live.
     pub credential_lifetime: Duration,
+    pub events: EventSettings,
+}
+
+/// The change-event outbox and its relay.
+#[derive(Debug, Clone)]
+pub struct EventSettings {
+    pub enabled: bool,
+    /// The broker to relay to (`events::sinks::from_url`); `None`: no relay.
+    pub sink: Option<String>,
+    /// How long events are kept once relayed.
+    pub retention: Duration,
+    pub relay: RelaySettings,
+}
+
+impl Default for EventSettings {
+    fn default() -> Self {
+        EventSettings {
+            enabled: true,
+            sink: None,
+            retention: Duration::from_secs(7 * 86_400),
+            relay: RelaySettings::default(),
+        }
+    }
 }
 
 impl ServerConfig {
@@ -55,6 +79,7 @@ impl ServerConfig {
             bootstrap_credentials: None,
             default_storage: None,
             credential_lifetime: CatalogSettings::default().credential_lifetime,
+            events: EventSettings::default(),
         }
     }
 }
@@ -105,6 +130,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
                 None => default_storage_for(&warehouse),
             },
             credential_lifetime: config.credential_lifetime,
+            events: config.events.enabled,
             ..CatalogSettings::default()
         },
     )
@@ -117,6 +143,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
     }
     let catalog = Arc::new(catalog);
     tokio::spawn(purge_idempotency_records(Arc::downgrade(&catalog)));
+    start_events(&catalog, &config.events).await?;
     let state = AppState {
         catalog,
         default_catalog: Arc::from(config.default_catalog.as_str()),
@@ -210,6 +237,35 @@ async fn purge_idempotency_records(catalog: Weak<Catalog>) {
         }
     }
 }
+
+/// Starts the relay (when a sink is configured) and the expiry of old events. A broker
+/// that is down does not stop the start: the relay retries until it is up.
+async fn start_events(catalog: &Arc<Catalog>, events: &EventSettings) -> anyhow::Result<()> {
+    tokio::spawn(relay::expire_events(
+        catalog.store(),
+        events.retention,
+        EVENT_EXPIRY_INTERVAL,
+    ));
+    let Some(url) = &events.sink else {
+        return Ok(());
+    };
+    if !events.enabled {
+        anyhow::bail!("--events-sink needs events on (--events true)");
+    }
+    let sink = crate::events::sinks::from_url(url).await?;
+    tracing::info!(sink = sink.name(), "relaying change events");
+    let relay = relay::Relay::new(
+        catalog.store(),
+        sink,
+        catalog.events_written(),
+        events.relay.clone(),
+    );
+    tokio::spawn(relay.run());
+    Ok(())
+}
+
+/// How often events past retention are deleted.
+const EVENT_EXPIRY_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Serves until `shutdown` completes, then drains in-flight requests.
 pub async fn run(

@@ -152,7 +152,7 @@ impl Catalog {
             }
         }
         let new = &properties;
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "update-properties", Mutation::None, |state| {
             let view = match entity {
                 Entity::Principal(name) => {
                     let p = state
@@ -205,7 +205,7 @@ impl Catalog {
         ctx.require_service_admin()?;
         validate_name("Principal", name)?;
         let (client_id, secret) = new_credentials();
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "create-principal", Mutation::None, |state| {
             if state.principals.contains_key(name) {
                 return Err(CatalogError::AlreadyExists(format!(
                     "Principal {name} already exists"
@@ -236,7 +236,7 @@ impl Catalog {
                 "The root principal cannot be dropped",
             ));
         }
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "drop-principal", Mutation::None, |state| {
             state
                 .principals
                 .remove(name)
@@ -256,7 +256,7 @@ impl Catalog {
     ) -> CatalogResult<serde_json::Value> {
         ctx.require_service_admin()?;
         let (_, secret) = new_credentials();
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "new-principal-secret", Mutation::None, |state| {
             let p = state
                 .principals
                 .get_mut(name)
@@ -282,7 +282,7 @@ impl Catalog {
     ) -> CatalogResult<serde_json::Value> {
         ctx.require_service_admin()?;
         validate_name("Principal role", name)?;
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "create-principal-role", Mutation::None, |state| {
             if state.principal_roles.contains_key(name) {
                 return Err(CatalogError::AlreadyExists(format!(
                     "Principal role {name} already exists"
@@ -319,7 +319,7 @@ impl Catalog {
                 "The service_admin role cannot be dropped",
             ));
         }
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "drop-principal-role", Mutation::None, |state| {
             state
                 .principal_roles
                 .remove(name)
@@ -349,7 +349,7 @@ impl Catalog {
         } else {
             Outcome::NoContent
         };
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "assign-principal-role", Mutation::None, |state| {
             if !state.principal_roles.contains_key(role) {
                 return Err(not_found("Principal role", role));
             }
@@ -381,7 +381,7 @@ impl Catalog {
             &Securable::Catalog,
         )?;
         validate_name("Catalog role", name)?;
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "create-catalog-role", Mutation::None, |state| {
             let roles = state.catalog_roles.entry(catalog.to_string()).or_default();
             if roles.contains_key(name) {
                 return Err(CatalogError::AlreadyExists(format!(
@@ -428,7 +428,7 @@ impl Catalog {
                 "The catalog_admin role cannot be dropped",
             ));
         }
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "drop-catalog-role", Mutation::None, |state| {
             state
                 .catalog_roles
                 .get_mut(catalog)
@@ -470,7 +470,7 @@ impl Catalog {
         } else {
             Outcome::NoContent
         };
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "assign-catalog-role", Mutation::None, |state| {
             let exists = state
                 .catalog_roles
                 .get(catalog)
@@ -516,7 +516,7 @@ impl Catalog {
         } else {
             Outcome::NoContent
         };
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "change-grant", Mutation::None, |state| {
             let role = state
                 .catalog_roles
                 .get_mut(catalog)

@@ -5,6 +5,7 @@ use super::error::{catalog_missing, CatalogError, CatalogResult};
 use super::locations::{allowed_bases, DEFAULT_BASE_LOCATION};
 use super::{new_catalog_id, Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
+use crate::events::{Draft, Operation};
 use crate::model::{now_ms, validate_catalog_name, CatalogRecord, Properties};
 use crate::storage::config::{allowed_locations, check_properties};
 use crate::storage::{path_segment, StorageConfig};
@@ -86,10 +87,15 @@ impl Catalog {
         // The catalog and its catalog_admin role (granted to service_admin) commit
         // together.
         let name = record.name.clone();
-        self.change_security(ctx, Mutation::CreateCatalog(record.clone()), |state| {
-            state.add_catalog(&name, now);
-            Ok(((), outcome.clone()))
-        })
+        self.change_security(
+            ctx,
+            "create-catalog",
+            Mutation::CreateCatalog(record.clone()),
+            |state| {
+                state.add_catalog(&name, now);
+                Ok(((), outcome.clone()))
+            },
+        )
         .await?;
         Ok(record)
     }
@@ -224,7 +230,15 @@ impl Catalog {
             record: updated.clone(),
         };
         self.catalog_cache.forget(name);
-        let written = self.write(ctx, update, &outcome).await;
+        let events = self.events(
+            ctx,
+            Some((updated.id, &updated.name)),
+            vec![
+                Draft::catalog(Operation::UpdateCatalog, updated.id, &updated.name)
+                    .with("version", updated.version),
+            ],
+        );
+        let written = self.write(ctx, update, &outcome, events).await;
         self.catalog_cache.forget(name);
         match written {
             // Another update won between the read and the write.
@@ -242,7 +256,7 @@ impl Catalog {
             catalog: record.id,
             name: record.name.clone(),
         };
-        self.change_security(ctx, drop, |state| {
+        self.change_security(ctx, "drop-catalog", drop, |state| {
             state.remove_catalog(&record.name);
             Ok(((), Outcome::NoContent))
         })

@@ -47,6 +47,10 @@ pub enum CatalogError {
     /// No valid credentials (401).
     #[error("{0}")]
     Unauthorized(String),
+    /// What was asked for existed once and is deleted for good (410): events past
+    /// retention.
+    #[error("{0}")]
+    Gone(String),
     /// The store cannot be reached right now; a retry later may succeed (503).
     #[error("{0}")]
     Unavailable(String),

@@ -14,12 +14,14 @@
 //!   tables and views share (create, register, list, rename, drop, the commit loop).
 //! - `commit`: pure commit rules over iceberg-rust's metadata builders.
 //! - `locations`: where tables and views live, and which locations are allowed.
+//! - `events`: the REST events query over the change-event outbox.
 //! - `delegation`: storage settings, vended credentials and remote signing for a
 //!   table's files, scoped by the caller's privileges.
 //! - `error`: the catalog's errors, and the one translation of store and file errors.
 //!
 //! Every change reaches the store as one `WriteBatch` built by [`Catalog::batch`], which
-//! attaches the request's idempotency record; the change-event outbox attaches there too.
+//! attaches the request's idempotency record and the change's events (sealed by
+//! [`Catalog::events`]), so both commit with the change or not at all.
 
 pub mod access;
 pub mod catalogs;
@@ -27,6 +29,7 @@ pub mod commit;
 pub mod context;
 pub mod delegation;
 pub mod error;
+mod events;
 pub mod locations;
 pub mod namespaces;
 mod objects;
@@ -42,6 +45,7 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex, MutexGuard};
 
+use crate::events::{ChangeEvent, Draft, Origin};
 use crate::model::{now_ms, CatalogId, Ident};
 use crate::storage::vending::Vendor;
 use crate::storage::FileStores;
@@ -71,6 +75,8 @@ pub struct CatalogSettings {
     pub default_storage: serde_json::Value,
     /// How long vended storage credentials live.
     pub credential_lifetime: Duration,
+    /// Whether changes write events to the outbox (`--events off` turns it off).
+    pub events: bool,
 }
 
 /// Kept beyond the advertised lifetime, for clock skew and slow retries.
@@ -86,6 +92,7 @@ impl Default for CatalogSettings {
             idempotency_lifetime: Duration::from_secs(30 * 60),
             default_storage: serde_json::json!({ "storageType": "FILE" }),
             credential_lifetime: Duration::from_secs(3600),
+            events: true,
         }
     }
 }
@@ -98,6 +105,9 @@ pub struct Catalog {
     settings: CatalogSettings,
     commit_locks: CommitLocks,
     security: security::SecurityCache,
+    /// Woken after every write that added events: this node's relay publishes them
+    /// without waiting for its next poll.
+    events_written: Arc<tokio::sync::Notify>,
 }
 
 impl Catalog {
@@ -110,7 +120,36 @@ impl Catalog {
             settings,
             commit_locks: CommitLocks::new(),
             security: security::SecurityCache::default(),
+            events_written: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// What the event relay waits on between polls.
+    pub fn events_written(&self) -> Arc<tokio::sync::Notify> {
+        self.events_written.clone()
+    }
+
+    /// The store, for the server's background tasks (the event relay).
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// Writes a batch, directly or inside the lock of a commit that lost a race, and
+    /// wakes the relay if it carried events.
+    async fn apply(
+        &self,
+        batch: WriteBatch,
+        locked: Option<Box<dyn crate::store::LockedObjects>>,
+    ) -> Result<Applied, crate::store::StoreError> {
+        let has_events = !batch.events.is_empty();
+        let applied = match locked {
+            Some(locked) => locked.write(batch).await,
+            None => self.store.write(batch).await,
+        };
+        if has_events && applied.is_ok() {
+            self.events_written.notify_one();
+        }
+        applied
     }
 
     pub fn idempotency_lifetime(&self) -> Duration {
@@ -123,8 +162,15 @@ impl Catalog {
     }
 
     /// The one way a change is made: the mutation, plus the request's idempotency
-    /// record carrying the outcome the client will get, in one store transaction.
-    fn batch(&self, ctx: &RequestContext, mutation: Mutation, outcome: &Outcome) -> WriteBatch {
+    /// record carrying the outcome the client will get and the change's events, in one
+    /// store transaction.
+    fn batch(
+        &self,
+        ctx: &RequestContext,
+        mutation: Mutation,
+        outcome: &Outcome,
+        events: Vec<ChangeEvent>,
+    ) -> WriteBatch {
         let mut batch = WriteBatch::new(mutation, now_ms());
         batch.idempotency = ctx.idempotency.as_ref().map(|key| IdempotencyRecord {
             key: key.key.clone(),
@@ -132,6 +178,7 @@ impl Catalog {
             outcome: outcome.to_json(),
             expires_ms: key.expires_ms,
         });
+        batch.events = events;
         batch
     }
 
@@ -140,8 +187,30 @@ impl Catalog {
         ctx: &RequestContext,
         mutation: Mutation,
         outcome: &Outcome,
+        events: Vec<ChangeEvent>,
     ) -> CatalogResult<Applied> {
-        Ok(self.store.write(self.batch(ctx, mutation, outcome)).await?)
+        Ok(self
+            .apply(self.batch(ctx, mutation, outcome, events), None)
+            .await?)
+    }
+
+    /// Seals a change's event drafts with who made it and when (none when the outbox is
+    /// off). `catalog`: the catalog they belong to; `None` for service-wide changes.
+    fn events(
+        &self,
+        ctx: &RequestContext,
+        catalog: Option<(CatalogId, &str)>,
+        drafts: Vec<Draft>,
+    ) -> Vec<ChangeEvent> {
+        if !self.settings.events || drafts.is_empty() {
+            return Vec::new();
+        }
+        let origin = Origin {
+            principal: ctx.principal.name.clone(),
+            request_id: ctx.request_id.clone(),
+            time_ms: now_ms(),
+        };
+        crate::events::seal(&origin, catalog, drafts)
     }
 
     /// Keeps the outcome of a request that changed nothing (a commit without updates, a
@@ -152,7 +221,7 @@ impl Catalog {
         outcome: &Outcome,
     ) -> CatalogResult<()> {
         if ctx.idempotency.is_some() {
-            self.write(ctx, Mutation::None, outcome).await?;
+            self.write(ctx, Mutation::None, outcome, Vec::new()).await?;
         }
         Ok(())
     }

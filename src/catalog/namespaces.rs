@@ -5,6 +5,7 @@ use super::error::{CatalogError, CatalogResult, Missing};
 use super::pagination::{listed, ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
+use crate::events::{Draft, Operation};
 use crate::model::{Namespace, Properties, PropertiesChange};
 use crate::store::{Mutation, StoreError};
 
@@ -64,7 +65,10 @@ impl Catalog {
             namespace: namespace.clone(),
             properties: properties.clone(),
         };
-        self.write(ctx, create, &outcome).await?;
+        let event = Draft::namespace(Operation::CreateNamespace, record.id, namespace)
+            .with("properties", serde_json::json!(properties));
+        let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
+        self.write(ctx, create, &outcome, events).await?;
         Ok(properties)
     }
 
@@ -105,7 +109,9 @@ impl Catalog {
             catalog: record.id,
             namespace: namespace.clone(),
         };
-        self.write(ctx, drop, &Outcome::NoContent).await?;
+        let event = Draft::namespace(Operation::DropNamespace, record.id, namespace);
+        let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
+        self.write(ctx, drop, &Outcome::NoContent, events).await?;
         Ok(())
     }
 
@@ -147,7 +153,16 @@ impl Catalog {
                 properties,
             };
             let outcome = Outcome::PropertiesChange(change.clone());
-            match self.store.write(self.batch(ctx, update, &outcome)).await {
+            let event =
+                Draft::namespace(Operation::UpdateNamespaceProperties, record.id, namespace)
+                    .with("updated", change.updated.clone())
+                    .with("removed", change.removed.clone())
+                    .with("missing", change.missing.clone());
+            let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
+            match self
+                .apply(self.batch(ctx, update, &outcome, events), None)
+                .await
+            {
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
                 Ok(_) => return Ok(change),

@@ -5,11 +5,14 @@
 
 use std::future::Future;
 
+use serde::Deserialize;
+
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult};
 use super::locations::check_allowed;
 use super::pagination::{listed, ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
+use crate::events::{identifier_json, Draft, Operation};
 use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::{Applied, Mutation, ObjectWrite, StoreError, StoredObject};
 
@@ -42,11 +45,51 @@ fn is_definitely_rejected(error: &StoreError) -> bool {
     !matches!(error, StoreError::Unavailable(_) | StoreError::Internal(_))
 }
 
-/// A metadata file named by a register request, parsed: its JSON as stored, and the
-/// object's location.
+/// A metadata file named by a register request, parsed: its JSON as stored, the
+/// object's location and uuid.
 pub(super) struct Registered {
     pub metadata: String,
     pub location: String,
+    pub uuid: String,
+}
+
+/// A write the commit loop will make, and the event that announces it.
+pub(super) struct Prepared {
+    pub write: ObjectWrite,
+    pub event: Draft,
+}
+
+/// The event of a table or view write: its identity and where its metadata was and is.
+pub(super) fn write_event(operation: Operation, write: &ObjectWrite, uuid: &str) -> Draft {
+    let event = Draft::object(operation, &write.ident, uuid)
+        .with("metadata-location", write.metadata_location.clone());
+    match &write.expected_metadata_location {
+        Some(before) => event.with("metadata-location-before", before.clone()),
+        None => event,
+    }
+}
+
+/// A value as JSON for an event's data.
+pub(super) fn to_value<T: serde::Serialize>(value: &T) -> CatalogResult<serde_json::Value> {
+    serde_json::to_value(value).map_err(CatalogError::internal)
+}
+
+/// A stored table's or view's uuid, read from its metadata document without building
+/// the whole model (drops and renames need only this).
+pub(super) fn stored_uuid(object: &StoredObject) -> CatalogResult<String> {
+    #[derive(Deserialize)]
+    struct Uuids {
+        #[serde(rename = "table-uuid")]
+        table: Option<String>,
+        #[serde(rename = "view-uuid")]
+        view: Option<String>,
+    }
+    let uuids: Uuids = serde_json::from_str(&object.metadata).map_err(CatalogError::internal)?;
+    let uuid = match object.kind {
+        ObjectKind::Table => uuids.table,
+        ObjectKind::View => uuids.view,
+    };
+    uuid.ok_or_else(|| CatalogError::internal(anyhow::anyhow!("stored metadata has no uuid")))
 }
 
 impl Catalog {
@@ -90,6 +133,7 @@ impl Catalog {
         ctx: &RequestContext,
         catalog: &CatalogRecord,
         write: ObjectWrite,
+        event: Draft,
         outcome: impl Fn(&ObjectWrite) -> Outcome,
     ) -> CatalogResult<ObjectWrite> {
         let create = privilege(write.kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
@@ -110,7 +154,10 @@ impl Catalog {
                         Some(existing) => {
                             Err(object_exists(write.kind, existing.kind, &write.ident))
                         }
-                        None => Ok(vec![write.clone()]),
+                        None => Ok(vec![Prepared {
+                            write: write.clone(),
+                            event: event.clone(),
+                        }]),
                     };
                     async move { result }
                 },
@@ -171,7 +218,7 @@ impl Catalog {
                         None => Ok(None),
                     };
                     let write = expected.map(|expected| {
-                        vec![ObjectWrite {
+                        let write = ObjectWrite {
                             ident: ident.clone(),
                             kind,
                             expected_metadata_location: expected,
@@ -179,7 +226,13 @@ impl Catalog {
                             metadata: registered.metadata.clone(),
                             location: canonical.clone(),
                             check_location: true,
-                        }]
+                        };
+                        let operation = match kind {
+                            ObjectKind::Table => Operation::RegisterTable,
+                            ObjectKind::View => Operation::RegisterView,
+                        };
+                        let event = write_event(operation, &write, &registered.uuid);
+                        vec![Prepared { write, event }]
                     });
                     async move { write }
                 },
@@ -203,34 +256,96 @@ impl Catalog {
         ctx.require(catalog, create, &Securable::namespace(&to.namespace))?;
         let record = self.get_catalog(catalog).await?;
         let _guards = self.commit_locks.lock(record.id, [from, to]).await;
-        let rename = Mutation::RenameObject {
-            catalog: record.id,
-            kind,
-            from: from.clone(),
-            to: to.clone(),
+        let operation = match kind {
+            ObjectKind::Table => Operation::RenameTable,
+            ObjectKind::View => Operation::RenameView,
         };
-        self.write(ctx, rename, &Outcome::NoContent).await?;
+        let record = &record;
+        self.with_object(record, kind, from, |object| async move {
+            let uuid = stored_uuid(&object)?;
+            let event = Draft::object(operation, from, &uuid)
+                .with("source", identifier_json(from))
+                .with("destination", identifier_json(to));
+            let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
+            let rename = Mutation::RenameObject {
+                catalog: record.id,
+                kind,
+                from: from.clone(),
+                to: to.clone(),
+                expected: object.metadata_location,
+            };
+            self.write(ctx, rename, &Outcome::NoContent, events).await
+        })
+        .await?;
         Ok(())
     }
 
-    /// Removes a table or view; returns what it pointed at.
+    /// Runs `change` on the current pointer of a table or view, again on a fresh one if
+    /// another node moved it meanwhile (`change` makes its write conditional on it).
+    async fn with_object<T, F, Fut>(
+        &self,
+        record: &CatalogRecord,
+        kind: ObjectKind,
+        ident: &Ident,
+        change: F,
+    ) -> CatalogResult<T>
+    where
+        F: Fn(StoredObject) -> Fut,
+        Fut: Future<Output = CatalogResult<T>>,
+    {
+        let attempts = self.settings.max_commit_attempts.max(1);
+        for attempt in 1..=attempts {
+            let object = self
+                .load_kind(&record.name, ident, kind)
+                .await?
+                .ok_or_else(|| object_missing(kind, ident))?;
+            match change(object).await {
+                Err(CatalogError::CommitFailed(_)) if attempt < attempts => continue,
+                other => return other,
+            }
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+
+    /// Removes a table or view; returns what it pointed at. `purge`: whether the
+    /// request asked for its files to go too (told in the event).
     pub(super) async fn drop_object(
         &self,
         ctx: &RequestContext,
         catalog: &str,
         kind: ObjectKind,
         ident: &Ident,
+        purge: bool,
     ) -> CatalogResult<(CatalogRecord, StoredObject)> {
         let drop = privilege(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
         ctx.require(catalog, drop, &securable(kind, ident))?;
         let record = self.get_catalog(catalog).await?;
         let _guards = self.commit_locks.lock(record.id, [ident]).await;
-        let drop = Mutation::DropObject {
-            catalog: record.id,
-            kind,
-            ident: ident.clone(),
+        let operation = match kind {
+            ObjectKind::Table => Operation::DropTable,
+            ObjectKind::View => Operation::DropView,
         };
-        match self.write(ctx, drop, &Outcome::NoContent).await? {
+        let target = &record;
+        let dropped = self
+            .with_object(target, kind, ident, |object| async move {
+                let record = target;
+                let uuid = stored_uuid(&object)?;
+                let mut event = Draft::object(operation, ident, &uuid)
+                    .with("metadata-location-before", object.metadata_location.clone());
+                if kind == ObjectKind::Table {
+                    event = event.with("purge", purge);
+                }
+                let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
+                let drop = Mutation::DropObject {
+                    catalog: record.id,
+                    kind,
+                    ident: ident.clone(),
+                    expected: object.metadata_location,
+                };
+                self.write(ctx, drop, &Outcome::NoContent, events).await
+            })
+            .await?;
+        match dropped {
             Applied::Dropped(object) => Ok((record, object)),
             Applied::Done => Err(object_missing(kind, ident)),
         }
@@ -267,7 +382,7 @@ impl Catalog {
     }
 
     /// The commit loop. `prepare` gets the current state of the objects, checks
-    /// requirements and applies updates; the new metadata files are written (durably,
+    /// requirements and applies updates (and drafts each write's event); the new metadata files are written (durably,
     /// never over an existing file) and the store then swaps all pointers atomically if
     /// none moved meanwhile, together with the request's idempotency record (whose
     /// outcome `outcome` computes from the writes). An empty set of writes (nothing
@@ -290,7 +405,7 @@ impl Catalog {
     ) -> CatalogResult<Vec<ObjectWrite>>
     where
         F: Fn(Vec<Option<StoredObject>>) -> Fut,
-        Fut: Future<Output = CatalogResult<Vec<ObjectWrite>>>,
+        Fut: Future<Output = CatalogResult<Vec<Prepared>>>,
     {
         let _guards = self.commit_locks.lock(catalog.id, idents).await;
         let attempts = self.settings.max_commit_attempts.max(1);
@@ -315,7 +430,11 @@ impl Catalog {
                     current
                 }
             };
-            let writes = prepare(current).await?;
+            let (writes, drafts): (Vec<ObjectWrite>, Vec<Draft>) = prepare(current)
+                .await?
+                .into_iter()
+                .map(|p| (p.write, p.event))
+                .unzip();
             if writes.is_empty() {
                 return Ok(writes);
             }
@@ -326,11 +445,9 @@ impl Catalog {
                 catalog: catalog.id,
                 writes: writes.clone(),
             };
-            let batch = self.batch(ctx, commit, &outcome(&writes));
-            let committed = match locked {
-                Some(locked) => locked.write(batch).await,
-                None => self.store.write(batch).await,
-            };
+            let events = self.events(ctx, Some((catalog.id, &catalog.name)), drafts);
+            let batch = self.batch(ctx, commit, &outcome(&writes), events);
+            let committed = self.apply(batch, locked).await;
             let error = match committed {
                 Ok(_) => return Ok(writes),
                 Err(error) => error,

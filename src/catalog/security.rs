@@ -26,6 +26,7 @@ use crate::auth::state::{
 };
 use crate::auth::tokens::{self, Claims, TokenError, ACCESS_TOKEN_TYPE, ISSUER};
 use crate::catalog::context::Principal;
+use crate::events::{ChangeEvent, Draft, Operation};
 use crate::model::{now_ms, Properties};
 use crate::store::{Mutation, StoreError, WriteBatch};
 
@@ -172,6 +173,7 @@ impl Catalog {
     pub(super) async fn change_security<T>(
         &self,
         ctx: &RequestContext,
+        action: &str,
         mutation: Mutation,
         change: impl Fn(&mut SecurityState) -> CatalogResult<(T, Outcome)>,
     ) -> CatalogResult<T> {
@@ -180,9 +182,10 @@ impl Catalog {
             let mut state = current.state.clone();
             let (value, outcome) = change(&mut state)?;
             let document = serde_json::to_string(&state).map_err(CatalogError::internal)?;
-            let mut batch: WriteBatch = self.batch(ctx, mutation.clone(), &outcome);
+            let events = self.security_events(ctx, action, &mutation);
+            let mut batch: WriteBatch = self.batch(ctx, mutation.clone(), &outcome, events);
             batch.security = Some((current.version, document));
-            match self.store.write(batch).await {
+            match self.apply(batch, None).await {
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
                 Ok(_) => {
@@ -192,6 +195,33 @@ impl Catalog {
             }
         }
         Err(StoreError::Conflict.into())
+    }
+
+    /// A security change's event: the catalog's own when it creates or drops one (its
+    /// roles go with it), otherwise a service-wide `x-floe-update-security`.
+    fn security_events(
+        &self,
+        ctx: &RequestContext,
+        action: &str,
+        mutation: &Mutation,
+    ) -> Vec<ChangeEvent> {
+        match mutation {
+            Mutation::CreateCatalog(record) => self.events(
+                ctx,
+                Some((record.id, &record.name)),
+                vec![Draft::catalog(
+                    Operation::CreateCatalog,
+                    record.id,
+                    &record.name,
+                )],
+            ),
+            Mutation::DropCatalog { catalog, name } => self.events(
+                ctx,
+                Some((*catalog, name)),
+                vec![Draft::catalog(Operation::DropCatalog, *catalog, name)],
+            ),
+            _ => self.events(ctx, None, vec![Draft::security(action)]),
+        }
     }
 
     /// On first start: a signing key, the `service_admin` principal role, the `root`
@@ -209,7 +239,7 @@ impl Catalog {
         let (client_id, secret) = credentials.unwrap_or_else(new_credentials);
         let ctx = RequestContext::system();
         let created = self
-            .change_security(&ctx, Mutation::None, |state| {
+            .change_security(&ctx, "bootstrap-security", Mutation::None, |state| {
                 if !state.principals.is_empty() {
                     return Ok((false, Outcome::NoContent));
                 }
@@ -267,7 +297,7 @@ impl Catalog {
         ctx.require_service_admin()?;
         let kid = random_hex(8);
         let secret = new_signing_key();
-        self.change_security(ctx, Mutation::None, |state| {
+        self.change_security(ctx, "rotate-signing-key", Mutation::None, |state| {
             state.rotate_signing_key(
                 SigningKey {
                     kid: kid.clone(),
@@ -481,28 +511,33 @@ impl Catalog {
     /// reset them to let it log in at the token endpoint too).
     async fn create_external_principal(&self, name: &str, issuer: &str) -> CatalogResult<()> {
         let (client_id, secret) = new_credentials();
-        self.change_security(&RequestContext::system(), Mutation::None, |state| {
-            if !state.principals.contains_key(name) {
-                let now = now_ms();
-                state.principals.insert(
-                    name.to_string(),
-                    PrincipalRecord {
-                        name: name.to_string(),
-                        client_id: client_id.clone(),
-                        secret: SecretHashes::new(&secret),
-                        properties: Properties::from([(
-                            EXTERNAL_PRINCIPAL_PROPERTY.to_string(),
-                            issuer.to_string(),
-                        )]),
-                        principal_roles: BTreeSet::new(),
-                        created_ms: now,
-                        updated_ms: now,
-                        version: 1,
-                    },
-                );
-            }
-            Ok(((), Outcome::NoContent))
-        })
+        self.change_security(
+            &RequestContext::system(),
+            "create-external-principal",
+            Mutation::None,
+            |state| {
+                if !state.principals.contains_key(name) {
+                    let now = now_ms();
+                    state.principals.insert(
+                        name.to_string(),
+                        PrincipalRecord {
+                            name: name.to_string(),
+                            client_id: client_id.clone(),
+                            secret: SecretHashes::new(&secret),
+                            properties: Properties::from([(
+                                EXTERNAL_PRINCIPAL_PROPERTY.to_string(),
+                                issuer.to_string(),
+                            )]),
+                            principal_roles: BTreeSet::new(),
+                            created_ms: now,
+                            updated_ms: now,
+                            version: 1,
+                        },
+                    );
+                }
+                Ok(((), Outcome::NoContent))
+            },
+        )
         .await?;
         tracing::info!(principal = %name, issuer = %issuer, "created a principal first seen in an external token");
         Ok(())

@@ -18,11 +18,12 @@ use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
 use super::locations::{check_allowed, default_location, metadata_dir};
 use super::namespaces::namespace_missing;
-use super::objects::{MetadataFiles, Registered};
+use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
 pub use super::outcome::LoadedTable;
 use super::pagination::{ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
+use crate::events::Operation;
 use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::{Mutation, ObjectWrite, StoredObject};
 
@@ -180,7 +181,7 @@ impl Catalog {
         };
         let canonical = check_allowed(&record, &location)?;
         let (format_version, properties) = format_version_and_properties(request.properties)?;
-        let metadata = TableMetadataBuilder::new(
+        let built = TableMetadataBuilder::new(
             request.schema,
             request
                 .partition_spec
@@ -190,8 +191,8 @@ impl Catalog {
             format_version,
             properties,
         )?
-        .build()?
-        .metadata;
+        .build()?;
+        let (metadata, changes) = (built.metadata, built.changes);
         let json = metadata_json(&metadata)?;
         let config = self.table_config_in(ctx, &record, &ident, &json).await?;
         if request.stage_create {
@@ -223,8 +224,11 @@ impl Catalog {
             location: canonical,
             check_location: true,
         };
+        let uuid = metadata.uuid().to_string();
+        let event =
+            write_event(Operation::CreateTable, &write, &uuid).with("updates", to_value(&changes)?);
         let write = self
-            .create_object(ctx, &record, write, |w| Outcome::Table(loaded(w)))
+            .create_object(ctx, &record, write, event, |w| Outcome::Table(loaded(w)))
             .await?;
         Ok((loaded(&write), config))
     }
@@ -351,13 +355,13 @@ impl Catalog {
             &idents,
             MetadataFiles::New,
             |current| async {
-                let mut writes = Vec::with_capacity(changes.len());
+                let mut prepared = Vec::with_capacity(changes.len());
                 for (change, current) in changes.iter().zip(current) {
-                    if let Some(write) = self.prepare_table_change(record, change, current).await? {
-                        writes.push(write);
+                    if let Some(p) = self.prepare_table_change(record, change, current).await? {
+                        prepared.push(p);
                     }
                 }
-                Ok(writes)
+                Ok(prepared)
             },
             outcome,
         )
@@ -369,10 +373,10 @@ impl Catalog {
         record: &CatalogRecord,
         change: &TableChange,
         current: Option<StoredObject>,
-    ) -> CatalogResult<Option<ObjectWrite>> {
+    ) -> CatalogResult<Option<Prepared>> {
         let ident = &change.ident;
         let creating = change.requirements.contains(&TableRequirement::NotExist);
-        let (metadata, expected, previous_location) = match current {
+        let (metadata, expected, previous_location, snapshots_before) = match current {
             Some(object) if object.kind == ObjectKind::View => {
                 return Err(if creating {
                     object_exists(ObjectKind::Table, ObjectKind::View, ident)
@@ -381,10 +385,17 @@ impl Catalog {
                 });
             }
             None if !creating => return Err(object_missing(ObjectKind::Table, ident)),
-            None => (self.prepare_table_create(record, change).await?, None, None),
+            None => (
+                self.prepare_table_create(record, change).await?,
+                None,
+                None,
+                HashSet::new(),
+            ),
             Some(object) => {
                 let base = parse_metadata(&object.metadata)?;
                 let previous_location = base.location().to_string();
+                let snapshots_before: HashSet<i64> =
+                    base.snapshots().map(|s| s.snapshot_id()).collect();
                 check_table_requirements(&change.requirements, Some(&base)).map_err(
                     |e| match e {
                         CatalogError::NotFound { .. } => object_missing(ObjectKind::Table, ident),
@@ -400,12 +411,13 @@ impl Catalog {
                     metadata,
                     Some(object.metadata_location),
                     Some(previous_location),
+                    snapshots_before,
                 )
             }
         };
         let canonical = check_allowed(record, metadata.location())?;
         let log_len = metadata.metadata_log().len();
-        Ok(Some(ObjectWrite {
+        let write = ObjectWrite {
             ident: ident.clone(),
             kind: ObjectKind::Table,
             metadata_location: next_metadata_file(
@@ -417,7 +429,28 @@ impl Catalog {
             metadata: metadata_json(&metadata)?,
             location: canonical,
             check_location: previous_location.as_deref() != Some(metadata.location()),
-        }))
+        };
+        let operation = match creating {
+            true => Operation::CreateTable,
+            false => Operation::UpdateTable,
+        };
+        let snapshots_after: HashSet<i64> = metadata.snapshots().map(|s| s.snapshot_id()).collect();
+        let mut added: Vec<i64> = snapshots_after
+            .difference(&snapshots_before)
+            .copied()
+            .collect();
+        let mut removed: Vec<i64> = snapshots_before
+            .difference(&snapshots_after)
+            .copied()
+            .collect();
+        added.sort_unstable();
+        removed.sort_unstable();
+        let event = write_event(operation, &write, &metadata.uuid().to_string())
+            .with("updates", to_value(&change.updates)?)
+            .with("requirements", to_value(&change.requirements)?)
+            .with("snapshots-added", added)
+            .with("snapshots-removed", removed);
+        Ok(Some(Prepared { write, event }))
     }
 
     /// The metadata of a table created by a commit (a staged create's second step).
@@ -451,7 +484,7 @@ impl Catalog {
             ctx.require(catalog, Privilege::TABLE_WRITE_DATA, &target)?;
         }
         let (record, dropped) = self
-            .drop_object(ctx, catalog, ObjectKind::Table, ident)
+            .drop_object(ctx, catalog, ObjectKind::Table, ident, purge)
             .await?;
         if purge {
             let location = parse_metadata(&dropped.metadata)?.location().to_string();
@@ -496,6 +529,7 @@ impl Catalog {
             Ok(Registered {
                 location: metadata.location().to_string(),
                 metadata: metadata_json(&metadata)?,
+                uuid: metadata.uuid().to_string(),
             })
         };
         let write = self
@@ -539,7 +573,8 @@ impl Catalog {
             ident: ident.clone(),
             report: to_json(&report)?,
         };
-        self.write(ctx, report, &Outcome::NoContent).await?;
+        self.write(ctx, report, &Outcome::NoContent, Vec::new())
+            .await?;
         Ok(())
     }
 }

@@ -12,11 +12,12 @@ use super::commit::{
 };
 use super::error::{object_missing, CatalogError, CatalogResult};
 use super::locations::{check_allowed, default_location, metadata_dir};
-use super::objects::{MetadataFiles, Registered};
+use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
 pub use super::outcome::LoadedView;
 use super::pagination::{ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
+use crate::events::Operation;
 use crate::model::{Ident, Namespace, ObjectKind};
 use crate::store::ObjectWrite;
 
@@ -80,15 +81,15 @@ impl Catalog {
             None => default_location(&record, &namespace_properties, &ident),
         };
         let canonical = check_allowed(&record, &location)?;
-        let metadata = ViewMetadataBuilder::new(
+        let built = ViewMetadataBuilder::new(
             location.clone(),
             request.schema,
             request.view_version,
             ViewFormatVersion::V1,
             request.properties,
         )?
-        .build()?
-        .metadata;
+        .build()?;
+        let (metadata, changes) = (built.metadata, built.changes);
         let write = ObjectWrite {
             ident,
             kind: ObjectKind::View,
@@ -102,8 +103,10 @@ impl Catalog {
             location: canonical,
             check_location: true,
         };
+        let event = write_event(Operation::CreateView, &write, &metadata.uuid().to_string())
+            .with("updates", to_value(&changes)?);
         let write = self
-            .create_object(ctx, &record, write, |w| Outcome::View(loaded(w)))
+            .create_object(ctx, &record, write, event, |w| Outcome::View(loaded(w)))
             .await?;
         Ok(loaded(&write))
     }
@@ -156,7 +159,7 @@ impl Catalog {
                     let previous_location = base.location().to_string();
                     let metadata = apply_view_updates(base, change.updates.clone())?;
                     let canonical = check_allowed(&record, metadata.location())?;
-                    Ok(vec![ObjectWrite {
+                    let write = ObjectWrite {
                         ident: ident.clone(),
                         kind: ObjectKind::View,
                         metadata_location: next_metadata_file(
@@ -168,7 +171,12 @@ impl Catalog {
                         metadata: metadata_json(&metadata)?,
                         location: canonical,
                         check_location: previous_location != metadata.location(),
-                    }])
+                    };
+                    let uuid = metadata.uuid().to_string();
+                    let event = write_event(Operation::UpdateView, &write, &uuid)
+                        .with("updates", to_value(&change.updates)?)
+                        .with("requirements", to_value(&change.requirements)?);
+                    Ok(vec![Prepared { write, event }])
                 },
                 |writes| Outcome::View(loaded(&writes[0])),
             )
@@ -182,7 +190,7 @@ impl Catalog {
         catalog: &str,
         ident: &Ident,
     ) -> CatalogResult<()> {
-        self.drop_object(ctx, catalog, ObjectKind::View, ident)
+        self.drop_object(ctx, catalog, ObjectKind::View, ident, false)
             .await
             .map(|_| ())
     }
@@ -215,6 +223,7 @@ impl Catalog {
             Ok(Registered {
                 location: metadata.location().to_string(),
                 metadata: metadata_json(&metadata)?,
+                uuid: metadata.uuid().to_string(),
             })
         };
         let write = self

@@ -10,8 +10,9 @@ use tracing_appender::non_blocking::WorkerGuard;
 use tracing_subscriber::EnvFilter;
 
 use crate::auth::oidc::{JwksSource, OidcSettings};
+use crate::events::relay::RelaySettings;
 use crate::http::auth::{AuthMode, AuthSettings};
-use crate::server::{self, ServerConfig};
+use crate::server::{self, EventSettings, ServerConfig};
 use crate::store::postgres::PostgresSettings;
 
 #[derive(Args, Debug)]
@@ -95,6 +96,22 @@ pub struct ServeArgs {
     /// Seconds vended storage credentials live (STS DurationSeconds).
     #[arg(long, env = "FLOE_CREDENTIAL_LIFETIME", default_value_t = 3600)]
     pub credential_lifetime: u64,
+    /// Write a change event for every change, in the same transaction (`false`: no
+    /// events, the events endpoint stays empty and no relay runs).
+    #[arg(long, env = "FLOE_EVENTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub events: bool,
+    /// Publish change events to a broker: `nats://host:port[?stream=S&subject=P]`,
+    /// `kafka://host:port[,host:port][?topic=T]`, or an `http(s)://` webhook (signed
+    /// with FLOE_EVENTS_WEBHOOK_SECRET). Every node may set it; one relays at a time.
+    #[arg(long, env = "FLOE_EVENTS_SINK")]
+    pub events_sink: Option<String>,
+    /// Days change events are kept (once every relay confirmed them).
+    #[arg(long, env = "FLOE_EVENTS_RETENTION_DAYS", default_value_t = 7.0)]
+    pub events_retention_days: f64,
+    /// Seconds a relay's lease lasts: after a node dies, another takes over relaying
+    /// within this long.
+    #[arg(long, env = "FLOE_EVENTS_RELAY_LEASE", default_value_t = 10)]
+    pub events_relay_lease: u64,
     /// Log filter, e.g. `info`, `warn`, `floe=debug`.
     #[arg(long, env = "FLOE_LOG", default_value = "info")]
     pub log: String,
@@ -148,6 +165,13 @@ fn check_auth_mode(args: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn retention(days: f64) -> anyhow::Result<std::time::Duration> {
+    if !(days.is_finite() && days > 0.0) {
+        anyhow::bail!("--events-retention-days must be a positive number of days, got {days}");
+    }
+    Ok(std::time::Duration::from_secs_f64(days * 86_400.0))
+}
+
 fn bootstrap_credentials(raw: Option<&str>) -> anyhow::Result<Option<(String, String)>> {
     let Some(raw) = raw else { return Ok(None) };
     match raw.split_once(',') {
@@ -193,6 +217,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .transpose()
             .map_err(|e| anyhow::anyhow!("--storage-config is not JSON: {e}"))?,
         credential_lifetime: std::time::Duration::from_secs(args.credential_lifetime),
+        events: EventSettings {
+            enabled: args.events,
+            sink: args.events_sink.clone(),
+            retention: retention(args.events_retention_days)?,
+            relay: RelaySettings {
+                lease: std::time::Duration::from_secs(args.events_relay_lease.max(1)),
+                ..RelaySettings::default()
+            },
+        },
     };
     let router = server::build(&config).await?;
     let listener = TcpListener::bind(args.bind)

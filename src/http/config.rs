@@ -38,6 +38,7 @@ pub const ENDPOINTS: &[&str] = &[
     "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "POST /v1/{prefix}/views/rename",
     "POST /v1/{prefix}/namespaces/{namespace}/register-view",
+    "POST /v1/{prefix}/events",
 ];
 
 pub fn routes() -> Router<AppState> {

@@ -72,6 +72,7 @@ impl From<CatalogError> for ApiError {
             CatalogError::Forbidden(_) => (S::FORBIDDEN, "ForbiddenException"),
             CatalogError::Unauthorized(_) => (S::UNAUTHORIZED, "NotAuthorizedException"),
             CatalogError::Unavailable(_) => (S::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
+            CatalogError::Gone(_) => (S::GONE, "GoneException"),
             CatalogError::IdempotencyKeyUsed => {
                 let mut error = ApiError::new(S::CONFLICT, "CommitFailedException", message);
                 error.key_taken = true;

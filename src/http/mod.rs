@@ -4,6 +4,7 @@
 //! - `config`: `GET /v1/config` and the endpoint list.
 //! - `namespaces`, `tables`, `views`: the Iceberg REST resources, served under `/v1` and
 //!   under Polaris's `/api/catalog/v1`.
+//! - `events`: the REST events endpoint (the change-event outbox, page by page).
 //! - `management`: Polaris's management API for catalogs.
 //! - `context`: the `Ctx` extractor (the catalog's request context); `idempotency`:
 //!   the `Idempotency-Key` layer; `outcome`: rendering of catalog outcomes.
@@ -19,6 +20,7 @@ pub mod auth;
 mod config;
 pub mod context;
 pub mod error;
+mod events;
 mod extract;
 pub mod idempotency;
 mod management;
@@ -65,6 +67,7 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .route("/oauth/tokens", axum::routing::post(auth::token))
         .merge(config::routes())
         .merge(namespaces::routes())
+        .merge(events::routes())
         .merge(tables::routes())
         .merge(views::routes());
     Router::new()

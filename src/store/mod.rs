@@ -7,9 +7,15 @@
 //!
 //! **One write seam.** Every change goes through [`Store::write`] (or, for a commit that
 //! lost a race, [`LockedObjects::write`]) as one [`WriteBatch`]: a [`Mutation`] plus the
-//! rows that must commit or roll back with it (today the idempotency record; the change
-//! event outbox joins here). Each backend applies a batch in one transaction in one
-//! function, so a row kind added to `WriteBatch` is written by every mutation at once.
+//! rows that must commit or roll back with it (the idempotency record, the security
+//! document, the change events of the outbox). Each backend applies a batch in one
+//! transaction in one function, so a row kind added to `WriteBatch` is written by every
+//! mutation at once.
+//!
+//! **The outbox.** A batch's events get a global position in commit order (readers
+//! resuming after position `p` never miss an event that commits later with a smaller
+//! one) and a per-entity sequence. Relays keep their confirmed position and a lease
+//! (one active relay per deployment) in the store too.
 //!
 //! Reads resolve the catalog by name inside their one query (one round trip); writes name
 //! the catalog by the id of the record the catalog layer already loaded for its rules.
@@ -24,6 +30,7 @@ pub mod sqlite;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use crate::events::{ChangeEvent, StoredEvent};
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 
 /// What a store can answer besides success: facts about the stored state, in the store's
@@ -147,18 +154,22 @@ pub enum Mutation {
         catalog: CatalogId,
         writes: Vec<ObjectWrite>,
     },
-    /// Removes the object if it is of `kind`; [`Applied::Dropped`] says what it pointed
-    /// at.
+    /// Removes the object if it is of `kind` and still points at `expected` (`Conflict`
+    /// if it moved); [`Applied::Dropped`] says what it pointed at.
     DropObject {
         catalog: CatalogId,
         kind: ObjectKind,
         ident: Ident,
+        expected: String,
     },
+    /// Renames the object if it is of `kind` and still points at `expected` (`Conflict`
+    /// if it moved): its events name the object that was renamed.
     RenameObject {
         catalog: CatalogId,
         kind: ObjectKind,
         from: Ident,
         to: Ident,
+        expected: String,
     },
     /// Keeps a validated scan or commit metrics report.
     RecordMetrics {
@@ -203,6 +214,9 @@ pub struct WriteBatch {
     /// it moved): grants change with the entities they are about (a new catalog's
     /// `catalog_admin` role commits with the catalog).
     pub security: Option<(i64, String)>,
+    /// The change's events, appended to the outbox last (in PostgreSQL the position
+    /// counter is a row lock held until commit, so the shorter the better).
+    pub events: Vec<ChangeEvent>,
 }
 
 impl WriteBatch {
@@ -212,8 +226,19 @@ impl WriteBatch {
             now_ms,
             idempotency: None,
             security: None,
+            events: Vec::new(),
         }
     }
+}
+
+/// Which events to read from the outbox.
+#[derive(Debug, Clone, Default)]
+pub struct EventRead {
+    /// Only events after this position (0: from the start).
+    pub after: i64,
+    /// Only this catalog's events; `None`: every catalog's.
+    pub catalog: Option<CatalogId>,
+    pub limit: usize,
 }
 
 /// What a write returns besides success.
@@ -299,6 +324,33 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<IdempotencyRecord>>;
     /// Deletes idempotency records that expired before `now_ms`; returns how many.
     async fn purge_expired_idempotency(&self, now_ms: i64) -> StoreResult<u64>;
+
+    /// Outbox events in position order.
+    async fn read_events(&self, read: &EventRead) -> StoreResult<Vec<StoredEvent>>;
+    /// The smallest position still kept (events before it were deleted by retention),
+    /// and the largest one written; `(0, 0)` for an empty outbox.
+    async fn event_bounds(&self) -> StoreResult<(i64, i64)>;
+    /// Takes (or renews) the lease of relay `name` for `holder` until `until_ms` if it is
+    /// free, expired at `now_ms`, or already the holder's; returns its confirmed position.
+    async fn claim_relay(
+        &self,
+        name: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> StoreResult<Option<i64>>;
+    /// Records that the relay's broker confirmed everything up to `position`, and renews
+    /// the lease; `false` (nothing recorded) if `holder` no longer holds it.
+    async fn confirm_relay(
+        &self,
+        name: &str,
+        holder: &str,
+        position: i64,
+        until_ms: i64,
+    ) -> StoreResult<bool>;
+    /// Deletes events older than `before_ms` that every relay has confirmed (all of them
+    /// when there is no relay); returns how many.
+    async fn purge_events(&self, before_ms: i64) -> StoreResult<u64>;
 
     /// The current security document (version 0 and `{}` before the first write).
     async fn security(&self) -> StoreResult<SecurityDocument>;

@@ -5,7 +5,8 @@
 //! - READ COMMITTED, no SERIALIZABLE: each write touches only its own rows. Names are
 //!   unique by primary key, parents are enforced by foreign keys (so a namespace dropped
 //!   while a child is created can never leave an orphan: one of the two waits and fails).
-//! - Ids are random 63-bit numbers, not a shared sequence.
+//! - Ids are random 63-bit numbers, not a shared sequence. (The one shared counter is the
+//!   event outbox's position, taken last before COMMIT: see `outbox.rs`.)
 //! - Commits are compare-and-swap on one row (`... WHERE metadata_location = $old`).
 //! - The location-overlap check takes transaction-scoped advisory locks: shared on every
 //!   ancestor directory of the new location, exclusive on the location itself, so only
@@ -20,7 +21,10 @@
 //! - `schema.rs`: migrations.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`, and
 //!   the row locks of a commit that lost a race.
+//! - `outbox.rs`: change events (appended by `apply` in commit order, read back) and
+//!   relay leases.
 
+mod outbox;
 mod schema;
 mod writes;
 
@@ -36,9 +40,10 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
 use super::{
-    from_json, page_of, Applied, CatalogRow, IdempotencyRecord, LockedObjects, Page, PageRequest,
-    Store, StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
+    from_json, page_of, Applied, CatalogRow, EventRead, IdempotencyRecord, LockedObjects, Page,
+    PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
 };
+use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use schema::MIGRATIONS;
 use writes::PgLocked;
@@ -621,6 +626,47 @@ impl Store for PostgresStore {
                 .await?)
         })
         .await
+    }
+
+    async fn read_events(&self, read: &EventRead) -> StoreResult<Vec<StoredEvent>> {
+        self.run(|client| async move { outbox::read(&client, read).await })
+            .await
+    }
+
+    async fn event_bounds(&self) -> StoreResult<(i64, i64)> {
+        self.run(|client| async move { outbox::bounds(&client).await })
+            .await
+    }
+
+    async fn claim_relay(
+        &self,
+        name: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> StoreResult<Option<i64>> {
+        self.run(
+            |client| async move { outbox::claim(&client, name, holder, now_ms, until_ms).await },
+        )
+        .await
+    }
+
+    async fn confirm_relay(
+        &self,
+        name: &str,
+        holder: &str,
+        position: i64,
+        until_ms: i64,
+    ) -> StoreResult<bool> {
+        self.run(|client| async move {
+            outbox::confirm(&client, name, holder, position, until_ms).await
+        })
+        .await
+    }
+
+    async fn purge_events(&self, before_ms: i64) -> StoreResult<u64> {
+        self.run(|client| async move { outbox::purge(&client, before_ms).await })
+            .await
     }
 
     async fn security(&self) -> StoreResult<SecurityDocument> {

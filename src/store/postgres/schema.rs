@@ -64,4 +64,6 @@ CREATE TABLE security (
     document TEXT NOT NULL
 );
 "#,
+    // The change-event outbox.
+    super::outbox::MIGRATION,
 ];

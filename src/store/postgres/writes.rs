@@ -1,6 +1,6 @@
 //! PostgreSQL's one write path: [`apply`] runs a `WriteBatch` inside an open transaction
-//! (a fresh one from `Store::write`, or the locked one of [`PgLocked`]). A new kind of
-//! row that must commit with every change (the event outbox) is one more step here.
+//! (a fresh one from `Store::write`, or the locked one of [`PgLocked`]), its outbox
+//! events last (`outbox::append`).
 
 use async_trait::async_trait;
 use deadpool_postgres::Object;
@@ -8,7 +8,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 use super::{
-    has_code, int8, is_retryable, object_kind_at, sql_error, text, Attempt, Failure, Queries,
+    has_code, int8, is_retryable, object_kind_at, outbox, sql_error, text, Attempt, Failure,
+    Queries,
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
@@ -24,6 +25,12 @@ pub(super) async fn apply(q: &impl Queries, batch: &WriteBatch) -> Attempt<Appli
     if let Some((expected, document)) = &batch.security {
         replace_security(q, *expected, document).await?;
     }
+    let applied = apply_mutation(q, batch).await?;
+    outbox::append(q, &batch.events).await?;
+    Ok(applied)
+}
+
+async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied> {
     match &batch.mutation {
         Mutation::None => {}
         Mutation::CreateCatalog(record) => create_catalog(q, record).await?,
@@ -51,8 +58,9 @@ pub(super) async fn apply(q: &impl Queries, batch: &WriteBatch) -> Attempt<Appli
             catalog,
             kind,
             ident,
+            expected,
         } => {
-            return drop_object(q, *catalog, *kind, ident)
+            return drop_object(q, *catalog, *kind, ident, expected)
                 .await
                 .map(Applied::Dropped)
         }
@@ -61,7 +69,8 @@ pub(super) async fn apply(q: &impl Queries, batch: &WriteBatch) -> Attempt<Appli
             kind,
             from,
             to,
-        } => rename_object(q, *catalog, *kind, from, to).await?,
+            expected,
+        } => rename_object(q, *catalog, *kind, from, to, expected).await?,
         Mutation::RecordMetrics {
             catalog,
             ident,
@@ -453,19 +462,33 @@ async fn drop_object(
     id: CatalogId,
     kind: ObjectKind,
     ident: &Ident,
+    expected: &str,
 ) -> Attempt<StoredObject> {
     let ns = ident.namespace.key();
     let row = q
         .query_opt_typed(
             "DELETE FROM objects WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $4
+                 AND metadata_location = $5
              RETURNING metadata_location, metadata",
-            &[int8(&id.0), text(&ns), text(&ident.name), text(&kind.as_str())],
+            &[
+                int8(&id.0),
+                text(&ns),
+                text(&ident.name),
+                text(&kind.as_str()),
+                text(&expected),
+            ],
         )
-        .await?
-        .ok_or_else(|| StoreError::ObjectMissing {
-            kind,
-            ident: ident.clone(),
-        })?;
+        .await?;
+    let Some(row) = row else {
+        return Err(match object_kind_at(q, id, ident).await? {
+            Some(found) if found == kind => StoreError::Conflict,
+            _ => StoreError::ObjectMissing {
+                kind,
+                ident: ident.clone(),
+            },
+        }
+        .into());
+    };
     Ok(StoredObject {
         kind,
         metadata_location: row.get(0),
@@ -479,6 +502,7 @@ async fn rename_object(
     kind: ObjectKind,
     from: &Ident,
     to: &Ident,
+    expected: &str,
 ) -> Attempt<()> {
     let missing = || {
         Failure::Store(StoreError::ObjectMissing {
@@ -504,7 +528,8 @@ async fn rename_object(
     let renamed = q
         .execute_all_typed(
             "UPDATE objects SET namespace = $4, name = $5
-             WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $6",
+             WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $6
+                 AND metadata_location = $7",
             &[
                 int8(&id.0),
                 text(&from_ns),
@@ -512,6 +537,7 @@ async fn rename_object(
                 text(&to_ns),
                 text(&to.name),
                 text(&kind.as_str()),
+                text(&expected),
             ],
         )
         .await;
@@ -522,7 +548,8 @@ async fn rename_object(
         Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
             Err(StoreError::NamespaceMissing(to.namespace.clone()).into())
         }
-        Ok(0) => Err(missing()),
+        // It was there a moment ago (checked above in this transaction): it moved.
+        Ok(0) => Err(StoreError::Conflict.into()),
         other => other.map(|_| ()).map_err(Failure::Sql),
     }
 }

@@ -7,7 +7,9 @@
 //!
 //! - `mod.rs`: connections, schema, reads and the `Store` impl.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
+//! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 
+mod outbox;
 mod writes;
 
 use std::path::Path;
@@ -19,9 +21,10 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
-    from_json, page_of, Applied, CatalogRow, IdempotencyRecord, LockedObjects, Page, PageRequest,
-    Store, StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
+    from_json, page_of, Applied, CatalogRow, EventRead, IdempotencyRecord, LockedObjects, Page,
+    PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
 };
+use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -91,6 +94,8 @@ CREATE TABLE security (
     document TEXT NOT NULL
 );
 "#,
+    // The change-event outbox.
+    outbox::MIGRATION,
 ];
 
 /// Most idle read connections kept open.
@@ -152,15 +157,24 @@ impl SqliteStore {
     /// Applies a batch in one IMMEDIATE transaction on the writer, off the async threads
     /// (the commit waits for fsync); commits only when every part succeeds.
     async fn apply(&self, batch: WriteBatch) -> StoreResult<Applied> {
+        self.in_transaction(move |tx| writes::apply(tx, &batch))
+            .await
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction on the writer, on a blocking thread.
+    async fn in_transaction<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&rusqlite::Transaction) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
         let writer = self.writer.clone();
         tokio::task::spawn_blocking(move || {
             let mut conn = writer.lock().expect("writer poisoned");
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(internal)?;
-            let applied = writes::apply(&tx, &batch)?;
+            let value = f(&tx)?;
             tx.commit().map_err(internal)?;
-            Ok(applied)
+            Ok(value)
         })
         .await
         .map_err(|e| StoreError::Internal(e.into()))?
@@ -460,6 +474,43 @@ impl Store for SqliteStore {
         })
         .await
         .map_err(|e| StoreError::Internal(e.into()))?
+    }
+
+    async fn read_events(&self, read: &EventRead) -> StoreResult<Vec<StoredEvent>> {
+        self.read(|conn| outbox::read(conn, read))
+    }
+
+    async fn event_bounds(&self) -> StoreResult<(i64, i64)> {
+        self.read(outbox::bounds)
+    }
+
+    async fn claim_relay(
+        &self,
+        name: &str,
+        holder: &str,
+        now_ms: i64,
+        until_ms: i64,
+    ) -> StoreResult<Option<i64>> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        self.in_transaction(move |tx| outbox::claim(tx, &name, &holder, now_ms, until_ms))
+            .await
+    }
+
+    async fn confirm_relay(
+        &self,
+        name: &str,
+        holder: &str,
+        position: i64,
+        until_ms: i64,
+    ) -> StoreResult<bool> {
+        let (name, holder) = (name.to_string(), holder.to_string());
+        self.in_transaction(move |tx| outbox::confirm(tx, &name, &holder, position, until_ms))
+            .await
+    }
+
+    async fn purge_events(&self, before_ms: i64) -> StoreResult<u64> {
+        self.in_transaction(move |tx| outbox::purge(tx, before_ms))
+            .await
     }
 
     async fn security(&self) -> StoreResult<SecurityDocument> {

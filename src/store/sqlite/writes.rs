@@ -1,10 +1,11 @@
 //! The embedded store's one write path: [`apply`] runs a `WriteBatch` inside the
-//! writer's transaction. A new kind of row that must commit with every change (the event
-//! outbox) is one more step here.
+//! writer's transaction, its outbox events last (`outbox::append`).
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use super::{catalog_from_row, internal, is_unique_violation, require_namespace, stored_object};
+use super::{
+    catalog_from_row, internal, is_unique_violation, outbox, require_namespace, stored_object,
+};
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, to_json, Applied, CatalogRow,
@@ -20,6 +21,12 @@ pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied
     if let Some((expected, document)) = &batch.security {
         replace_security(tx, *expected, document)?;
     }
+    let applied = apply_mutation(tx, batch)?;
+    outbox::append(tx, &batch.events)?;
+    Ok(applied)
+}
+
+fn apply_mutation(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> {
     let now = batch.now_ms;
     match &batch.mutation {
         Mutation::None => {}
@@ -50,13 +57,15 @@ pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied
             catalog,
             kind,
             ident,
-        } => return drop_object(tx, *catalog, *kind, ident).map(Applied::Dropped),
+            expected,
+        } => return drop_object(tx, *catalog, *kind, ident, expected).map(Applied::Dropped),
         Mutation::RenameObject {
             catalog,
             kind,
             from,
             to,
-        } => rename_object(tx, *catalog, *kind, from, to)?,
+            expected,
+        } => rename_object(tx, *catalog, *kind, from, to, expected)?,
         Mutation::RecordMetrics {
             catalog,
             ident,
@@ -413,20 +422,27 @@ fn drop_object(
     id: CatalogId,
     kind: ObjectKind,
     ident: &Ident,
+    expected: &str,
 ) -> StoreResult<StoredObject> {
     let row: Option<(String, String)> = tx
         .query_row(
             "DELETE FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4
+                 AND metadata_location = ?5
              RETURNING metadata_location, metadata",
-            params![id.0, ident.namespace.key(), ident.name, kind.as_str()],
+            params![id.0, ident.namespace.key(), ident.name, kind.as_str(), expected],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()
         .map_err(internal)?;
-    let (metadata_location, metadata) = row.ok_or_else(|| StoreError::ObjectMissing {
-        kind,
-        ident: ident.clone(),
-    })?;
+    let Some((metadata_location, metadata)) = row else {
+        return Err(match object_kind_at(tx, id, ident)? {
+            Some(found) if found == kind => StoreError::Conflict,
+            _ => StoreError::ObjectMissing {
+                kind,
+                ident: ident.clone(),
+            },
+        });
+    };
     Ok(StoredObject {
         kind,
         metadata_location,
@@ -440,6 +456,7 @@ fn rename_object(
     kind: ObjectKind,
     from: &Ident,
     to: &Ident,
+    expected: &str,
 ) -> StoreResult<()> {
     if object_kind_at(tx, id, from)? != Some(kind) {
         return Err(StoreError::ObjectMissing {
@@ -456,10 +473,22 @@ fn rename_object(
             to: to.clone(),
         });
     }
-    tx.execute(
-        "UPDATE objects SET namespace = ?4, name = ?5 WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3",
-        params![id.0, from.namespace.key(), from.name, to.namespace.key(), to.name],
-    )
-    .map_err(internal)?;
+    let renamed = tx
+        .execute(
+            "UPDATE objects SET namespace = ?4, name = ?5
+             WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND metadata_location = ?6",
+            params![
+                id.0,
+                from.namespace.key(),
+                from.name,
+                to.namespace.key(),
+                to.name,
+                expected
+            ],
+        )
+        .map_err(internal)?;
+    if renamed == 0 {
+        return Err(StoreError::Conflict);
+    }
     Ok(())
 }

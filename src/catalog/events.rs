@@ -1,0 +1,100 @@
+//! The REST events query: a catalog's change events, read from the outbox page by page
+//! (the rules of a query are in `events::query`).
+
+use serde_json::{json, Value};
+
+use super::error::{CatalogError, CatalogResult, Missing};
+use super::{Catalog, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
+use crate::events::query::{
+    data_of, encode_token, rest_event, EventQuery, QueryError, QueryEventsRequest, MAX_SCANNED,
+};
+use crate::model::{Ident, Namespace};
+use crate::store::EventRead;
+
+impl Catalog {
+    /// One page of the catalog's events after the request's continuation token, and the
+    /// token to go on from (also when the page is empty: it is where new events will
+    /// appear). Events name every table and view of the catalog, so reading them takes
+    /// `CATALOG_MANAGE_METADATA`.
+    pub async fn query_events(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        request: QueryEventsRequest,
+    ) -> CatalogResult<Value> {
+        ctx.require(
+            catalog,
+            Privilege::CATALOG_MANAGE_METADATA,
+            &Securable::Catalog,
+        )?;
+        let record = self.get_catalog(catalog).await?;
+        let bounds = self.store.event_bounds().await?;
+        let query = EventQuery::parse(&request, record.id, bounds).map_err(|e| match e {
+            QueryError::BadRequest(m) => CatalogError::BadRequest(m),
+            QueryError::Gone(m) => CatalogError::Gone(m),
+        })?;
+        for name in request.catalog_objects_by_name.iter().flatten() {
+            self.require_object_named(catalog, name).await?;
+        }
+        let mut after = query.after;
+        let mut events = Vec::new();
+        let mut scanned = 0;
+        'pages: while scanned < MAX_SCANNED {
+            let read = EventRead {
+                after,
+                catalog: Some(record.id),
+                limit: query.page_size.max(100),
+            };
+            let batch = self.store.read_events(&read).await?;
+            if batch.is_empty() {
+                break;
+            }
+            for event in batch {
+                after = event.position;
+                scanned += 1;
+                let data = data_of(&event);
+                if query.filter.matches(&event, &data) {
+                    events.push(rest_event(&event, data));
+                    if events.len() == query.page_size {
+                        break 'pages;
+                    }
+                }
+            }
+        }
+        Ok(json!({
+            "continuation-token": encode_token(record.id, after),
+            "events": events,
+        }))
+    }
+
+    /// A name filter must name a namespace, table or view that exists now (404
+    /// otherwise): names change, so the history of a dropped or renamed object is found
+    /// by its uuid (`catalog-objects-by-uuid`), which never changes.
+    async fn require_object_named(&self, catalog: &str, name: &[String]) -> CatalogResult<()> {
+        let namespace = Namespace::new(name.to_vec())?;
+        if self
+            .store
+            .get_namespace(catalog, &namespace)
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
+        if let Some((last, parent)) = name.split_last() {
+            if !parent.is_empty() {
+                let ident = Ident::new(Namespace::new(parent.to_vec())?, last.clone())?;
+                if self.store.load_object(catalog, &ident).await?.is_some() {
+                    return Ok(());
+                }
+            }
+        }
+        Err(CatalogError::not_found(
+            Missing::Namespace,
+            format!(
+                "No namespace, table or view is named {} (a dropped or renamed object's events are found by its uuid)",
+                name.join(".")
+            ),
+        ))
+    }
+}
