@@ -9,11 +9,13 @@ mod common;
 
 use std::sync::Arc;
 
+use floe::events::{seal, ChangeEvent, Draft, Operation, Origin};
 use floe::model::{now_ms, CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use floe::store::postgres::PostgresStore;
 use floe::store::sqlite::SqliteStore;
 use floe::store::{
-    Applied, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, Store, StoreError, WriteBatch,
+    Applied, EventRead, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, Store, StoreError,
+    WriteBatch,
 };
 
 /// A store of each kind; the temporary directory lives as long as the store is used.
@@ -78,6 +80,11 @@ contract!(
     idempotency_keys_commit_with_the_change,
     reads_tell_a_missing_catalog,
     the_security_document_is_compare_and_swapped_with_the_change,
+    drops_and_renames_compare_and_swap,
+    events_commit_with_their_change_or_not_at_all,
+    event_positions_follow_commit_order,
+    relay_leases_fence_other_holders,
+    events_expire_only_once_relayed,
 );
 
 // ---------------------------------------------------------------------------------
@@ -496,6 +503,7 @@ async fn non_empty_namespaces_and_catalogs_cannot_be_dropped(store: Arc<dyn Stor
             catalog: c.id,
             kind: ObjectKind::View,
             ident: ident(&["db"], "v"),
+            expected: format!("{WAREHOUSE}v/metadata/00000.json"),
         }))
         .await
         .unwrap();
@@ -549,6 +557,7 @@ async fn renames_check_both_names(store: Arc<dyn Store>) {
             kind,
             from: from.clone(),
             to: to.clone(),
+            expected: format!("{WAREHOUSE}{}/metadata/00000.json", from.name),
         })
     };
     assert!(matches!(
@@ -589,6 +598,7 @@ async fn drops_return_the_pointer(store: Arc<dyn Store>) {
             catalog: c.id,
             kind,
             ident: t.clone(),
+            expected: first.metadata_location.clone(),
         })
     };
     assert!(matches!(
@@ -817,4 +827,307 @@ async fn the_security_document_is_compare_and_swapped_with_the_change(store: Arc
     let now = store.security().await.unwrap();
     assert_eq!((now.version, now.document.as_str()), (2, "{\"v\":2}"));
     assert!(store.get_catalog("sec").await.unwrap().is_some());
+}
+
+async fn drops_and_renames_compare_and_swap(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    let second = update(&first, &first.metadata_location, 1);
+    commit(&store, c.id, vec![second.clone()]).await.unwrap();
+    // Both name the pointer as it was before the commit: another node moved it since.
+    let stale_rename = batch(Mutation::RenameObject {
+        catalog: c.id,
+        kind: ObjectKind::Table,
+        from: t.clone(),
+        to: ident(&["db"], "u"),
+        expected: first.metadata_location.clone(),
+    });
+    assert!(matches!(
+        store.write(stale_rename).await,
+        Err(StoreError::Conflict)
+    ));
+    let stale_drop = batch(Mutation::DropObject {
+        catalog: c.id,
+        kind: ObjectKind::Table,
+        ident: t.clone(),
+        expected: first.metadata_location.clone(),
+    });
+    assert!(matches!(
+        store.write(stale_drop).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(
+        pointer(&store, "c", &t).await.as_deref(),
+        Some(second.metadata_location.as_str())
+    );
+    assert_eq!(pointer(&store, "c", &ident(&["db"], "u")).await, None);
+}
+
+fn events_for(catalog: &CatalogRecord, drafts: Vec<Draft>) -> Vec<ChangeEvent> {
+    let origin = Origin {
+        principal: "tester".into(),
+        request_id: uuid::Uuid::now_v7().to_string(),
+        time_ms: now_ms(),
+    };
+    seal(&origin, Some((catalog.id, &catalog.name)), drafts)
+}
+
+async fn all_events(store: &Arc<dyn Store>) -> Vec<floe::events::StoredEvent> {
+    store
+        .read_events(&EventRead {
+            after: 0,
+            catalog: None,
+            limit: 10_000,
+        })
+        .await
+        .unwrap()
+}
+
+async fn events_commit_with_their_change_or_not_at_all(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    assert_eq!(store.event_bounds().await.unwrap(), (1, 0));
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    let mut create_batch = batch(Mutation::CommitObjects {
+        catalog: c.id,
+        writes: vec![first.clone()],
+    });
+    create_batch.events = events_for(&c, vec![Draft::object(Operation::CreateTable, &t, "u1")]);
+    store.write(create_batch.clone()).await.unwrap();
+    // The same create again fails, and its event with it.
+    let mut again = create_batch.clone();
+    again.events = events_for(&c, vec![Draft::object(Operation::CreateTable, &t, "u1")]);
+    assert!(store.write(again).await.is_err());
+    // A multi-object write whose second compare-and-swap fails: neither change nor
+    // either event.
+    let v = ident(&["db"], "v");
+    let mut failing = batch(Mutation::CommitObjects {
+        catalog: c.id,
+        writes: vec![
+            create(ObjectKind::View, &v, "v"),
+            update(&first, "file:///wh/stale.json", 1),
+        ],
+    });
+    failing.events = events_for(
+        &c,
+        vec![
+            Draft::object(Operation::CreateView, &v, "u2"),
+            Draft::object(Operation::UpdateTable, &t, "u1"),
+        ],
+    );
+    assert!(matches!(
+        store.write(failing).await,
+        Err(StoreError::Conflict)
+    ));
+    let mut commit_batch = batch(Mutation::CommitObjects {
+        catalog: c.id,
+        writes: vec![update(&first, &first.metadata_location, 1)],
+    });
+    commit_batch.events = events_for(&c, vec![Draft::object(Operation::UpdateTable, &t, "u1")]);
+    store.write(commit_batch.clone()).await.unwrap();
+
+    let events = all_events(&store).await;
+    let summary: Vec<(i64, i64, &str)> = events
+        .iter()
+        .map(|e| (e.position, e.sequence, e.operation.as_str()))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![(1, 1, "create-table"), (2, 2, "update-table")]
+    );
+    assert_eq!(events[0].id, create_batch.events[0].id);
+    assert_eq!(events[0].body, create_batch.events[0].body);
+    assert_eq!(events[1].id, commit_batch.events[0].id);
+    assert!(events
+        .iter()
+        .all(|e| e.catalog_id == c.id && e.entity == "object:u1"));
+    assert_eq!(store.event_bounds().await.unwrap(), (1, 2));
+    // Reads resume after a position, per catalog or for all.
+    let after_first = store
+        .read_events(&EventRead {
+            after: 1,
+            catalog: Some(c.id),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(after_first.len(), 1);
+    let other = store
+        .read_events(&EventRead {
+            after: 0,
+            catalog: Some(CatalogId(c.id.0 ^ 1)),
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert!(other.is_empty());
+}
+
+async fn event_positions_follow_commit_order(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    const WRITERS: usize = 8;
+    const EACH: usize = 10;
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let (store, c) = (store.clone(), c.clone());
+        tasks.push(tokio::spawn(async move {
+            let t = ident(&["db"], &format!("t{w}"));
+            let mut current = create(ObjectKind::Table, &t, &format!("t{w}"));
+            let mut b = batch(Mutation::CommitObjects {
+                catalog: c.id,
+                writes: vec![current.clone()],
+            });
+            let uuid = format!("u{w}");
+            b.events = events_for(&c, vec![Draft::object(Operation::CreateTable, &t, &uuid)]);
+            store.write(b).await.unwrap();
+            for version in 1..EACH as u32 {
+                let next = update(&current, &current.metadata_location, version);
+                let mut b = batch(Mutation::CommitObjects {
+                    catalog: c.id,
+                    writes: vec![next.clone()],
+                });
+                // A namespace-wide event too: two entities in one batch.
+                b.events = events_for(
+                    &c,
+                    vec![
+                        Draft::object(Operation::UpdateTable, &t, &uuid),
+                        Draft::namespace(Operation::UpdateNamespaceProperties, c.id, &ns(&["db"])),
+                    ],
+                );
+                store.write(b).await.unwrap();
+                current = next;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let events = all_events(&store).await;
+    let total = WRITERS * (1 + 2 * (EACH - 1));
+    assert_eq!(events.len(), total);
+    // Gap-free, and every entity's sequence counts up in position order.
+    let mut next_seq = std::collections::HashMap::new();
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.position, i as i64 + 1);
+        let expected = next_seq.entry(e.entity.clone()).or_insert(1);
+        assert_eq!(e.sequence, *expected, "entity {}", e.entity);
+        *expected += 1;
+    }
+    assert_eq!(
+        next_seq[&format!("namespace:{}:db", c.id.0)],
+        (WRITERS * (EACH - 1)) as i64 + 1
+    );
+}
+
+async fn relay_leases_fence_other_holders(store: Arc<dyn Store>) {
+    let now = now_ms();
+    assert_eq!(
+        store.claim_relay("r", "a", now, now + 1000).await.unwrap(),
+        Some(0)
+    );
+    // Held by a: b must wait; a renews.
+    assert_eq!(
+        store.claim_relay("r", "b", now, now + 1000).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        store.claim_relay("r", "a", now, now + 2000).await.unwrap(),
+        Some(0)
+    );
+    assert!(store.confirm_relay("r", "a", 5, now + 2000).await.unwrap());
+    assert!(!store.confirm_relay("r", "b", 9, now + 2000).await.unwrap());
+    // Another relay name is independent.
+    assert_eq!(
+        store
+            .claim_relay("other", "b", now, now + 1000)
+            .await
+            .unwrap(),
+        Some(0)
+    );
+    // After a's lease lapsed, b takes over from a's confirmed position; a is fenced off.
+    let later = now + 3000;
+    assert_eq!(
+        store
+            .claim_relay("r", "b", later, later + 1000)
+            .await
+            .unwrap(),
+        Some(5)
+    );
+    assert!(!store
+        .confirm_relay("r", "a", 7, later + 1000)
+        .await
+        .unwrap());
+    assert_eq!(
+        store
+            .claim_relay("r", "a", later, later + 1000)
+            .await
+            .unwrap(),
+        None
+    );
+    // A confirmed position never goes back.
+    assert!(store
+        .confirm_relay("r", "b", 3, later + 1000)
+        .await
+        .unwrap());
+    assert_eq!(
+        store
+            .claim_relay("r", "b", later, later + 1000)
+            .await
+            .unwrap(),
+        Some(5)
+    );
+}
+
+async fn events_expire_only_once_relayed(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let old = now_ms() - 100_000;
+    for i in 0..4 {
+        let mut b = batch(Mutation::CreateNamespace {
+            catalog: c.id,
+            namespace: ns(&[&format!("n{i}")]),
+            properties: Properties::new(),
+        });
+        b.events = events_for(
+            &c,
+            vec![Draft::namespace(
+                Operation::CreateNamespace,
+                c.id,
+                &ns(&[&format!("n{i}")]),
+            )],
+        );
+        for e in &mut b.events {
+            e.time_ms = old;
+        }
+        store.write(b).await.unwrap();
+    }
+    let now = now_ms();
+    // A live relay that confirmed up to 2 holds back 3 and 4.
+    store
+        .claim_relay("r", "a", now, now + 60_000)
+        .await
+        .unwrap();
+    store
+        .confirm_relay("r", "a", 2, now + 60_000)
+        .await
+        .unwrap();
+    assert_eq!(store.purge_events(now - 1000).await.unwrap(), 2);
+    assert_eq!(store.event_bounds().await.unwrap(), (3, 4));
+    // Recent events stay whatever the relays did.
+    assert_eq!(store.purge_events(old).await.unwrap(), 0);
+    store
+        .confirm_relay("r", "a", 4, now + 60_000)
+        .await
+        .unwrap();
+    assert_eq!(store.purge_events(now - 1000).await.unwrap(), 2);
+    // Positions are never reused after the log was emptied.
+    assert_eq!(store.event_bounds().await.unwrap(), (5, 4));
+    let mut b = batch(Mutation::None);
+    b.events = events_for(
+        &c,
+        vec![Draft::catalog(Operation::UpdateCatalog, c.id, "c")],
+    );
+    store.write(b).await.unwrap();
+    assert_eq!(all_events(&store).await[0].position, 5);
 }

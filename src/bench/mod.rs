@@ -22,6 +22,7 @@ pub mod auth;
 pub mod ceiling;
 pub mod client;
 pub mod endpoints;
+pub mod events;
 pub mod fixtures;
 pub mod html;
 pub mod live;

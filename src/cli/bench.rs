@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 
 use crate::bench::ceiling::{ceiling, CeilingSettings};
 use crate::bench::endpoints::{self, Endpoint, EndpointSettings};
+use crate::bench::events::{self, EventsBenchSettings};
 use crate::bench::load::{Arrivals, Model};
 use crate::bench::polaris::read_update;
 use crate::bench::polaris::tree_workloads::{create_tree, read_tree, TreeUsers};
@@ -127,6 +128,26 @@ enum Workload {
         setup_users: usize,
         #[command(flatten)]
         load: LoadArgs,
+    },
+    /// Change events end to end: events/s and delivery latency (commit acknowledged to
+    /// consumer received) over the broker the server relays to [default: 10 users, 20 s].
+    Events {
+        /// The broker to consume from, as the server's `--events-sink`
+        /// (nats://host:port or kafka://host:port), or `none` to measure commits only.
+        #[arg(long)]
+        sink: String,
+        #[arg(long, default_value = "default")]
+        catalog: String,
+        /// Tables the commits spread over (1: one hot table).
+        #[arg(long, default_value_t = 1)]
+        tables: u64,
+        #[arg(long, default_value_t = 10)]
+        users: usize,
+        #[arg(long, default_value = "20s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Bytes of the property each commit sets (about 1 KiB events with the default).
+        #[arg(long, default_value_t = 512)]
+        payload_bytes: usize,
     },
     /// The tool's ceiling against a static endpoint (built in, or --endpoint), next to wrk's.
     Ceiling {
@@ -340,6 +361,24 @@ async fn run_workload(target: &Target, workload: Workload) -> anyhow::Result<Rep
             .await?;
             report.meta("setup", format!("{:.1} s", took.as_secs_f64()));
             Ok(report)
+        }
+        Workload::Events {
+            sink,
+            catalog,
+            tables,
+            users,
+            duration,
+            payload_bytes,
+        } => {
+            let settings = EventsBenchSettings {
+                sink,
+                catalog,
+                tables: tables.max(1),
+                users: users.max(1),
+                duration,
+                payload_bytes,
+            };
+            events::events(target, &settings).await
         }
         Workload::Ceiling { .. } => unreachable!("handled before connecting"),
     }
