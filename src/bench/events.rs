@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use super::client::{uri, Req};
 use super::fixtures::table_body;
 use super::report::Report;
-use super::stats::histogram;
+use super::stats::{histogram, put};
 use super::target::{Paths, Target};
 
 #[derive(Debug, Clone)]
@@ -120,7 +120,7 @@ pub async fn events(target: &Target, s: &EventsBenchSettings) -> anyhow::Result<
                 match client.send(&mut conn, &req).await {
                     Ok(r) if r.status == 200 => {
                         let acked = Instant::now();
-                        latency.saturating_record((acked - sent).as_micros() as u64);
+                        put(&mut latency, (acked - sent).as_micros() as u64);
                         let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
                         if let Some(loc) = v["metadata-location"].as_str() {
                             seen.lock().expect("poisoned").acked.insert(loc.to_string(), acked);
@@ -192,8 +192,9 @@ pub async fn events(target: &Target, s: &EventsBenchSettings) -> anyhow::Result<
                 delivered += 1;
                 last = last.max(*received);
                 // An event may arrive before its commit's response does: that is 0.
-                delivery.saturating_record(
-                    received.saturating_duration_since(*acked).as_micros() as u64
+                put(
+                    &mut delivery,
+                    received.saturating_duration_since(*acked).as_micros() as u64,
                 );
             }
         }

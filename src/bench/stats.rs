@@ -23,7 +23,7 @@ pub fn histogram(sigfig: u8) -> Histogram<u64> {
 
 /// Records into an auto-resizing histogram (`saturating_record` would clamp to its
 /// current, tiny, range instead of growing it).
-fn put(histogram: &mut Histogram<u64>, value: u64) {
+pub fn put(histogram: &mut Histogram<u64>, value: u64) {
     if histogram.record(value).is_err() {
         histogram.saturating_record(value);
     }

@@ -53,10 +53,10 @@ pub(super) struct Registered {
     pub uuid: String,
 }
 
-/// A write the commit loop will make, and the event that announces it.
+/// A write the commit loop will make, and the events that announce it.
 pub(super) struct Prepared {
     pub write: ObjectWrite,
-    pub event: Draft,
+    pub events: Vec<Draft>,
 }
 
 /// The event of a table or view write: its identity and where its metadata was and is.
@@ -156,7 +156,7 @@ impl Catalog {
                         }
                         None => Ok(vec![Prepared {
                             write: write.clone(),
-                            event: event.clone(),
+                            events: vec![event.clone()],
                         }]),
                     };
                     async move { result }
@@ -210,14 +210,34 @@ impl Catalog {
                 std::slice::from_ref(ident),
                 MetadataFiles::Existing,
                 |current| {
-                    let expected = match current.into_iter().next().flatten() {
-                        Some(object) if overwrite && object.kind == kind => {
-                            Ok(Some(object.metadata_location))
-                        }
+                    let replaced = match current.into_iter().next().flatten() {
+                        Some(object) if overwrite && object.kind == kind => Ok(Some(object)),
                         Some(object) => Err(object_exists(kind, object.kind, ident)),
                         None => Ok(None),
                     };
-                    let write = expected.map(|expected| {
+                    let write = replaced.and_then(|replaced| {
+                        // Registering another table (or view) over this name replaces the
+                        // one there: its own history ends with a drop.
+                        let mut events = Vec::new();
+                        let mut expected = None;
+                        if let Some(old) = replaced {
+                            let old_uuid = stored_uuid(&old)?;
+                            if old_uuid != registered.uuid {
+                                let drop = match kind {
+                                    ObjectKind::Table => Operation::DropTable,
+                                    ObjectKind::View => Operation::DropView,
+                                };
+                                let mut event = Draft::object(drop, ident, &old_uuid).with(
+                                    "metadata-location-before",
+                                    old.metadata_location.clone(),
+                                );
+                                if kind == ObjectKind::Table {
+                                    event = event.with("purge", false);
+                                }
+                                events.push(event);
+                            }
+                            expected = Some(old.metadata_location);
+                        }
                         let write = ObjectWrite {
                             ident: ident.clone(),
                             kind,
@@ -231,8 +251,8 @@ impl Catalog {
                             ObjectKind::Table => Operation::RegisterTable,
                             ObjectKind::View => Operation::RegisterView,
                         };
-                        let event = write_event(operation, &write, &registered.uuid);
-                        vec![Prepared { write, event }]
+                        events.push(write_event(operation, &write, &registered.uuid));
+                        Ok(vec![Prepared { write, events }])
                     });
                     async move { write }
                 },
@@ -430,11 +450,12 @@ impl Catalog {
                     current
                 }
             };
-            let (writes, drafts): (Vec<ObjectWrite>, Vec<Draft>) = prepare(current)
+            let (writes, drafts): (Vec<ObjectWrite>, Vec<Vec<Draft>>) = prepare(current)
                 .await?
                 .into_iter()
-                .map(|p| (p.write, p.event))
+                .map(|p| (p.write, p.events))
                 .unzip();
+            let drafts: Vec<Draft> = drafts.into_iter().flatten().collect();
             if writes.is_empty() {
                 return Ok(writes);
             }

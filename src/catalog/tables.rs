@@ -450,7 +450,10 @@ impl Catalog {
             .with("requirements", to_value(&change.requirements)?)
             .with("snapshots-added", added)
             .with("snapshots-removed", removed);
-        Ok(Some(Prepared { write, event }))
+        Ok(Some(Prepared {
+            write,
+            events: vec![event],
+        }))
     }
 
     /// The metadata of a table created by a commit (a staged create's second step).

@@ -176,7 +176,10 @@ impl Catalog {
                     let event = write_event(Operation::UpdateView, &write, &uuid)
                         .with("updates", to_value(&change.updates)?)
                         .with("requirements", to_value(&change.requirements)?);
-                    Ok(vec![Prepared { write, event }])
+                    Ok(vec![Prepared {
+                        write,
+                        events: vec![event],
+                    }])
                 },
                 |writes| Outcome::View(loaded(&writes[0])),
             )

@@ -85,6 +85,10 @@ impl Relay {
         // Some(position) while this node holds the lease.
         let mut held: Option<i64> = None;
         let mut renewed_ms = 0;
+        // A batch the broker refused: sent again exactly as it was (not re-read, which
+        // could add events), so a receiver that deduplicates whole deliveries by their
+        // id (webhooks) loses nothing.
+        let mut pending: Option<Vec<StoredEvent>> = None;
         let mut backoff = Duration::from_millis(100);
         loop {
             let now = now_ms();
@@ -103,12 +107,14 @@ impl Relay {
                     }
                     Ok(None) => {
                         held = None;
+                        pending = None;
                         tokio::time::sleep(self.settings.lease / 3).await;
                         continue;
                     }
                     Err(e) => {
                         tracing::warn!(relay = %name, error = %e, "event relay cannot reach the store");
                         held = None;
+                        pending = None;
                         tokio::time::sleep(backoff).await;
                         continue;
                     }
@@ -120,7 +126,11 @@ impl Relay {
                 catalog: None,
                 limit: self.settings.batch,
             };
-            let events = match self.store.read_events(&read).await {
+            let read = match pending.take() {
+                Some(batch) => Ok(batch),
+                None => self.store.read_events(&read).await,
+            };
+            let events = match read {
                 Ok(events) => events,
                 Err(e) => {
                     tracing::warn!(relay = %name, error = %e, "event relay cannot read the outbox");
@@ -134,6 +144,7 @@ impl Relay {
             };
             if let Err(e) = self.sink.publish(&events).await {
                 tracing::warn!(relay = %name, error = %e, backlog_from = after + 1, "event broker refused a batch; retrying");
+                pending = Some(events);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;

@@ -1,6 +1,7 @@
 //! Webhooks: each batch is one POST of a CloudEvents batch
 //! (`application/cloudevents-batch+json`), signed as the Standard Webhooks
-//! specification says: `webhook-id` (the batch's first event id), `webhook-timestamp`
+//! specification says: `webhook-id` (`<first event id>_<last event id>`: a retry of a
+//! batch is the same batch with the same id), `webhook-timestamp`
 //! (seconds) and `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`,
 //! so a receiver can check origin and freshness with any Standard Webhooks library. A
 //! 2xx answer confirms the batch; anything else (or no answer within the timeout) is
@@ -60,9 +61,10 @@ impl Sink for WebhookSink {
     }
 
     async fn publish(&self, events: &[StoredEvent]) -> anyhow::Result<()> {
-        let Some(first) = events.first() else {
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
             return Ok(());
         };
+        let id = format!("{}_{}", first.id, last.id);
         let body = format!(
             "[{}]",
             events
@@ -76,11 +78,11 @@ impl Sink for WebhookSink {
             .client
             .post(self.url.clone())
             .header("content-type", "application/cloudevents-batch+json")
-            .header("webhook-id", &first.id)
+            .header("webhook-id", &id)
             .header("webhook-timestamp", timestamp.to_string())
             .header(
                 "webhook-signature",
-                signature(&self.secret, &first.id, timestamp, &body),
+                signature(&self.secret, &id, timestamp, &body),
             )
             .body(body)
             .send()
