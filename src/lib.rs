@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod cli;
 pub mod events;
 pub mod http;
+pub mod metrics;
 pub mod model;
 pub mod server;
 pub mod stable_hash;

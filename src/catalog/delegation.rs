@@ -134,9 +134,11 @@ impl Catalog {
             .get(name)
         {
             if at.elapsed() < CATALOG_FRESHNESS {
+                crate::metrics::record_cache("catalog", true);
                 return Ok(record.clone());
             }
         }
+        crate::metrics::record_cache("catalog", false);
         let record = std::sync::Arc::new(self.get_catalog(name).await?);
         let mut entries = self
             .catalog_cache

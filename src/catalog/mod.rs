@@ -142,10 +142,16 @@ impl Catalog {
         locked: Option<Box<dyn crate::store::LockedObjects>>,
     ) -> Result<Applied, crate::store::StoreError> {
         let has_events = !batch.events.is_empty();
+        let started = std::time::Instant::now();
         let applied = match locked {
             Some(locked) => locked.write(batch).await,
             None => self.store.write(batch).await,
         };
+        if crate::metrics::enabled() {
+            crate::metrics::metrics()
+                .store_write_duration
+                .observe(started.elapsed().as_secs_f64());
+        }
         if has_events && applied.is_ok() {
             self.events_written.notify_one();
         }
@@ -156,9 +162,14 @@ impl Catalog {
         self.settings.idempotency_lifetime
     }
 
-    /// Whether the store can serve requests now.
-    pub async fn is_healthy(&self) -> bool {
-        self.store.ping().await.is_ok()
+    /// Whether the store can serve requests now (reachable, schema up to date).
+    pub async fn is_ready(&self) -> Result<(), String> {
+        self.store.ready().await.map_err(|e| e.to_string())
+    }
+
+    /// The store's kind and its connection pool, for `/metrics`.
+    pub fn store_state(&self) -> (&'static str, Option<crate::metrics::PoolState>) {
+        (self.store.kind(), self.store.pool_state())
     }
 
     /// The one way a change is made: the mutation, plus the request's idempotency

@@ -450,11 +450,11 @@ impl Catalog {
                     current
                 }
             };
-            let (writes, drafts): (Vec<ObjectWrite>, Vec<Vec<Draft>>) = prepare(current)
-                .await?
-                .into_iter()
-                .map(|p| (p.write, p.events))
-                .unzip();
+            let prepared = prepare(current).await.inspect_err(|_| {
+                crate::metrics::record_commit("rejected");
+            })?;
+            let (writes, drafts): (Vec<ObjectWrite>, Vec<Vec<Draft>>) =
+                prepared.into_iter().map(|p| (p.write, p.events)).unzip();
             let drafts: Vec<Draft> = drafts.into_iter().flatten().collect();
             if writes.is_empty() {
                 return Ok(writes);
@@ -470,9 +470,17 @@ impl Catalog {
             let batch = self.batch(ctx, commit, &outcome(&writes), events);
             let committed = self.apply(batch, locked).await;
             let error = match committed {
-                Ok(_) => return Ok(writes),
+                Ok(_) => {
+                    crate::metrics::record_commit("committed");
+                    return Ok(writes);
+                }
                 Err(error) => error,
             };
+            crate::metrics::record_commit(match &error {
+                StoreError::Conflict => "conflict",
+                e if is_definitely_rejected(e) => "rejected",
+                _ => "failed",
+            });
             // Remove the new files only when the store says for certain that nothing was
             // committed. After a lost connection or an internal error the outcome is
             // unknown, and the pointer may already name them: an orphan file is

@@ -1,6 +1,7 @@
 //! The `floe` command line: one subcommand per file.
 
 pub mod bench;
+pub mod config_file;
 pub mod migrate;
 pub mod serve;
 

@@ -17,6 +17,11 @@ use crate::store::postgres::PostgresSettings;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
+    /// A TOML file of settings: keys are these flags' long names (`bind = "…"`,
+    /// `events-sink = "…"`). A flag or an environment variable wins over the file; an
+    /// unknown key is an error.
+    #[arg(long, env = "FLOE_CONFIG")]
+    pub config: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, env = "FLOE_BIND", default_value = "127.0.0.1:8181")]
     pub bind: SocketAddr,
@@ -112,6 +117,10 @@ pub struct ServeArgs {
     /// within this long.
     #[arg(long, env = "FLOE_EVENTS_RELAY_LEASE", default_value_t = 10)]
     pub events_relay_lease: u64,
+    /// Record Prometheus metrics (served at /metrics); `false` only to measure their
+    /// cost.
+    #[arg(long, env = "FLOE_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub metrics: bool,
     /// Log filter, e.g. `info`, `warn`, `floe=debug`.
     #[arg(long, env = "FLOE_LOG", default_value = "info")]
     pub log: String,
@@ -184,6 +193,7 @@ fn bootstrap_credentials(raw: Option<&str>) -> anyhow::Result<Option<(String, St
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let _log_guard = init_logging(&args.log, args.log_format)?;
+    crate::metrics::set_enabled(args.metrics);
     check_auth_mode(&args)?;
     let config = ServerConfig {
         data_dir: args.data_dir.clone(),

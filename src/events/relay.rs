@@ -139,6 +139,7 @@ impl Relay {
                 }
             };
             let Some(last) = events.last().map(|e| e.position) else {
+                crate::metrics::metrics().relay_lag.set(0);
                 let _ = tokio::time::timeout(self.settings.poll, self.wake.notified()).await;
                 continue;
             };
@@ -159,6 +160,11 @@ impl Relay {
                 Ok(true) => {
                     held = Some(last);
                     renewed_ms = now;
+                    let m = crate::metrics::metrics();
+                    m.events_relayed.inc_by(events.len() as u64);
+                    if let Ok((_, written)) = self.store.event_bounds().await {
+                        m.relay_lag.set(written.saturating_sub(last));
+                    }
                 }
                 Ok(false) => {
                     tracing::warn!(relay = %name, "event relay lost its lease to another node");

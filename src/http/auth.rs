@@ -57,7 +57,7 @@ impl Default for AuthSettings {
 fn is_public(path: &str) -> bool {
     matches!(
         path,
-        "/healthz" | "/v1/oauth/tokens" | "/api/catalog/v1/oauth/tokens"
+        "/healthz" | "/readyz" | "/metrics" | "/v1/oauth/tokens" | "/api/catalog/v1/oauth/tokens"
     )
 }
 

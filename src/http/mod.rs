@@ -82,9 +82,12 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
             get(management::applicable_policies),
         )
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(prometheus))
         // A route layer, added before the 405 fallback, so that the fallback stays outside
         // it: an undeclared method is a 405 even when it carries a reused Idempotency-Key.
         .route_layer(idempotency::IdempotencyLayer(state.clone()))
+        .route_layer(middleware::from_fn(mark_route))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         // One outer layer for what every request goes through (request id, log line,
@@ -94,20 +97,70 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .with_state(state)
 }
 
-async fn healthz(State(state): State<AppState>) -> Response {
-    if state.catalog.is_healthy().await {
-        (
-            StatusCode::OK,
-            axum::Json(serde_json::json!({"status": "ok"})),
-        )
-            .into_response()
-    } else {
-        (
+/// Alive: the process answers HTTP (a liveness probe restarts it otherwise).
+async fn healthz() -> Response {
+    axum::Json(serde_json::json!({"status": "ok"})).into_response()
+}
+
+/// Ready to serve: the store is reachable and its schema is this build's (a readiness
+/// probe takes the node out of the load balancer otherwise).
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.catalog.is_ready().await {
+        Ok(()) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Err(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(serde_json::json!({"status": "unavailable"})),
+            axum::Json(serde_json::json!({"status": "unavailable", "reason": reason})),
         )
-            .into_response()
+            .into_response(),
     }
+}
+
+/// Prometheus's text format (`metrics`), with the pool's state as of now.
+async fn prometheus(State(state): State<AppState>) -> Response {
+    let (store, pool) = state.catalog.store_state();
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        crate::metrics::render(store, pool),
+    )
+        .into_response()
+}
+
+/// A method as a metrics label: the standard ones, anything else as `other` (a client
+/// must not be able to add series).
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method as M;
+    match *method {
+        M::GET => "GET",
+        M::HEAD => "HEAD",
+        M::POST => "POST",
+        M::PUT => "PUT",
+        M::DELETE => "DELETE",
+        M::PATCH => "PATCH",
+        M::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// The route template of the request, for metrics: put on the response by a route
+/// layer (which runs after routing, where axum knows the template).
+#[derive(Clone, Copy)]
+struct Route(&'static str);
+
+async fn mark_route(
+    matched: Option<axum::extract::MatchedPath>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(request).await;
+    if let Some(matched) = matched {
+        response
+            .extensions_mut()
+            .insert(Route(crate::metrics::intern(matched.as_str())));
+    }
+    response
 }
 
 async fn unknown_route() -> ApiError {
@@ -130,6 +183,7 @@ async fn front(State(state): State<AppState>, mut request: Request, next: Next) 
     let started = Instant::now();
     let id = RequestId::from_header(request.headers().get(REQUEST_ID));
     request.extensions_mut().insert(id.clone());
+    let method = method_label(request.method());
     let logged =
         access_log::enabled().then(|| (request.method().clone(), request.uri().path().to_string()));
     let mut response = match auth::authenticate(&state, &mut request).await {
@@ -139,12 +193,20 @@ async fn front(State(state): State<AppState>, mut request: Request, next: Next) 
     if let Ok(value) = HeaderValue::from_str(&id.0) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
+    let status = response.status().as_u16();
+    if crate::metrics::enabled() {
+        let route = response
+            .extensions()
+            .get::<Route>()
+            .map_or("unmatched", |r| r.0);
+        crate::metrics::record_request(method, route, status, started.elapsed());
+    }
     if let Some((method, path)) = logged {
         access_log::log(access_log::Line {
             at: std::time::SystemTime::now(),
             method,
             path,
-            status: response.status().as_u16(),
+            status,
             micros: started.elapsed().as_micros() as u64,
             request_id: id.0,
         });

@@ -174,8 +174,12 @@ impl Vendor {
             let now = now_ms();
             let mut cache = self.cache.lock().expect("credential cache poisoned");
             match cache.get(&key) {
-                Some(slot) if !slot.stale(now, self.refresh_before_ms()) => slot.clone(),
+                Some(slot) if !slot.stale(now, self.refresh_before_ms()) => {
+                    crate::metrics::record_cache("credentials", true);
+                    slot.clone()
+                }
                 _ => {
+                    crate::metrics::record_cache("credentials", false);
                     if cache.len() >= MAX_CACHED {
                         let margin = self.refresh_before_ms();
                         cache.retain(|_, s| s.keys.initialized() && !s.stale(now, margin));

@@ -277,8 +277,19 @@ pub trait LockedObjects: Send {
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Succeeds when the store can serve requests.
+    /// Succeeds when the store can be reached.
     async fn ping(&self) -> StoreResult<()>;
+    /// Succeeds when the store can serve requests: reachable, and its schema has every
+    /// migration this build knows (another node may be running an older or newer one).
+    async fn ready(&self) -> StoreResult<()> {
+        self.ping().await
+    }
+    /// `embedded` or `postgres`, for metrics.
+    fn kind(&self) -> &'static str;
+    /// The connection pool's state, where there is one.
+    fn pool_state(&self) -> Option<crate::metrics::PoolState> {
+        None
+    }
 
     /// The only way to change the store: one batch, one transaction.
     async fn write(&self, batch: WriteBatch) -> StoreResult<Applied>;

@@ -29,7 +29,7 @@ if str(ROOT / "tests/support") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests/support"))
 from s3 import S3Server, S3ServerError, start_s3_server, stop_s3_server  # noqa: E402,F401
 HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
-HEALTH_PATH = os.environ.get("FLOE_HEALTH_PATH", "/healthz")
+HEALTH_PATH = os.environ.get("FLOE_HEALTH_PATH", "/readyz")
 
 _live_servers: list["FloeServer"] = []
 

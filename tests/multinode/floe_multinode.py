@@ -299,19 +299,19 @@ class Node:
             )
 
     def wait_healthy(self, timeout: float = HEALTH_TIMEOUT) -> str | None:
-        """None once /healthz answers 200; else why not (the process exited, or time ran out)."""
+        """None once /readyz answers 200; else why not (the process exited, or time ran out)."""
         deadline = time.monotonic() + timeout
         last = "no answer"
         while time.monotonic() < deadline:
             if self.proc is None or self.proc.poll() is not None:
                 return f"exited with status {self.proc.returncode if self.proc else None}"
             try:
-                r = requests.get(self.url + "/healthz", timeout=2)
+                r = requests.get(self.url + "/readyz", timeout=2)
                 if r.status_code == 200:
                     return None
-                last = f"GET /healthz -> {r.status_code}"
+                last = f"GET /readyz -> {r.status_code}"
             except requests.RequestException as e:
-                last = f"GET /healthz: {e.__class__.__name__}"
+                last = f"GET /readyz: {e.__class__.__name__}"
             time.sleep(0.1)
         return f"not healthy within {timeout}s ({last})"
 

@@ -7,7 +7,7 @@
 (b) Restart PostgreSQL while clients commit and load: responses are 2xx or 503 with the
     spec's error body, never 500, never a hang; afterwards the nodes recover by
     themselves (no restart) and nothing acknowledged is lost.
-(c) Stop PostgreSQL: /healthz says 503 within seconds, catalog calls get a prompt 503;
+(c) Stop PostgreSQL: /readyz says 503 within seconds (/healthz, liveness, stays 200), catalog calls get a prompt 503;
     after PostgreSQL is back, everything works again.
 
 (b) and (c) need FLOE_TEST_PG_DIR and always bring PostgreSQL back up.
@@ -316,7 +316,7 @@ def test_postgres_restart_under_load(fresh_cluster):
         api = Api(n.url, timeout=15)
         for k in range(10):
             for r in (api.load_table("default", NAMESPACE, TABLES[k % 4]),
-                      api.get("/healthz"),
+                      api.get("/readyz"),
                       api.get("/v1/default/namespaces")):
                 assert r.ok, f"{n.name} after recovery: {describe(r)}"
     check_nothing_lost(cluster, outcomes)
@@ -341,18 +341,20 @@ def test_postgres_down_gives_prompt_503(fresh_cluster):
 
         for n in cluster.nodes:
             api = Api(n.url, timeout=15)
-            # /healthz: 503 within a few seconds.
+            # /readyz: 503 within a few seconds; the node itself is alive.
             last = None
             while time.monotonic() - down_at < 10:
                 t0 = time.monotonic()
-                last = api.get("/healthz")
-                assert time.monotonic() - t0 < MAX_STALL, f"{n.name}: /healthz hung"
+                last = api.get("/readyz")
+                assert time.monotonic() - t0 < MAX_STALL, f"{n.name}: /readyz hung"
                 if last.status_code == 503:
                     break
                 time.sleep(0.2)
             assert last is not None and last.status_code == 503, (
-                f"{n.name}: /healthz still {describe(last)} 10s after PostgreSQL stopped")
-            print(f"\n  {n.name}: /healthz 503 {time.monotonic() - down_at:.2f}s after the stop")
+                f"{n.name}: /readyz still {describe(last)} 10s after PostgreSQL stopped")
+            print(f"\n  {n.name}: /readyz 503 {time.monotonic() - down_at:.2f}s after the stop")
+            alive = api.get("/healthz")
+            assert alive.status_code == 200, f"{n.name}: /healthz {describe(alive)} (liveness)"
 
             # Catalog calls: a prompt 503 with the spec's error body.
             calls = [
@@ -381,7 +383,7 @@ def test_postgres_down_gives_prompt_503(fresh_cluster):
     print(f"  serving again {took:.2f}s after PostgreSQL came back")
     for n in cluster.nodes:
         api = Api(n.url)
-        r = api.get("/healthz")
+        r = api.get("/readyz")
         assert r.status_code == 200, describe(r)
         # Nothing was done while the database was down: the same creates now succeed.
         r = api.create_namespace("default", [f"during_{n.name}"])

@@ -34,7 +34,7 @@
 #                       .cache/rck-reports-s3 with RCK_STORAGE=s3)
 #   HEALTH_TIMEOUT      seconds to wait for /healthz (default: 60)
 #   RCK_TIMEOUT         seconds the suite may run  (default: 1800)
-#   FLOE_HEALTH_PATH    readiness path            (default: /healthz)
+#   FLOE_HEALTH_PATH    readiness path            (default: /readyz)
 #   RCK_VERBOSE=1       print the launcher's whole test tree
 #   RCK_EXTRA_ARGS      extra launcher args, e.g. "--select-method ..." (word-split)
 #   RCK_S3_EXCLUDE=0    S3 mode: run the tests with local locations too (they fail there)
@@ -62,7 +62,7 @@ else
 fi
 HEALTH_TIMEOUT="${HEALTH_TIMEOUT:-60}"
 RCK_TIMEOUT="${RCK_TIMEOUT:-1800}"
-FLOE_HEALTH_PATH="${FLOE_HEALTH_PATH:-/healthz}"
+FLOE_HEALTH_PATH="${FLOE_HEALTH_PATH:-/readyz}"
 POM="$ROOT/tests/rck/pom.xml"
 JUNIT_STANDALONE_NAME="junit-platform-console-standalone-1.14.4.jar"
 SUITE_CLASS="org.apache.iceberg.rest.RESTCompatibilityKitSuite"

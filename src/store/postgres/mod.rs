@@ -428,6 +428,37 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn ready(&self) -> StoreResult<()> {
+        let applied: i32 = self
+            .run(|client| async move {
+                let row = client
+                    .query_typed_one("SELECT COALESCE(MAX(version), 0) FROM floe_migrations", &[])
+                    .await?;
+                Ok(row.get(0))
+            })
+            .await?;
+        if applied as usize != MIGRATIONS.len() {
+            return Err(StoreError::Unavailable(format!(
+                "schema at migration {applied}, this build needs {}",
+                MIGRATIONS.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn pool_state(&self) -> Option<crate::metrics::PoolState> {
+        let status = self.pool.status();
+        Some(crate::metrics::PoolState {
+            in_use: status.size.saturating_sub(status.available) as u64,
+            idle: status.available as u64,
+            waiting: status.waiting as u64,
+        })
+    }
+
     async fn write(&self, batch: WriteBatch) -> StoreResult<Applied> {
         self.run(|mut client| {
             let batch = &batch;

@@ -284,6 +284,24 @@ impl Store for SqliteStore {
         self.read(|conn| conn.query_row("SELECT 1", [], |_| Ok(())).map_err(internal))
     }
 
+    async fn ready(&self) -> StoreResult<()> {
+        let applied: usize = self.read(|conn| {
+            conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+                .map_err(internal)
+        })?;
+        if applied != MIGRATIONS.len() {
+            return Err(StoreError::Unavailable(format!(
+                "schema at migration {applied}, this build needs {}",
+                MIGRATIONS.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn kind(&self) -> &'static str {
+        "embedded"
+    }
+
     async fn write(&self, batch: WriteBatch) -> StoreResult<Applied> {
         self.apply(batch).await
     }
