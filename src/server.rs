@@ -41,6 +41,8 @@ pub struct ServerConfig {
     /// How long vended storage credentials live.
     pub credential_lifetime: Duration,
     pub events: EventSettings,
+    /// How long dropped tables and views stay recoverable (zero: not at all).
+    pub drop_retention: Duration,
 }
 
 /// The change-event outbox and its relay.
@@ -80,6 +82,7 @@ impl ServerConfig {
             default_storage: None,
             credential_lifetime: CatalogSettings::default().credential_lifetime,
             events: EventSettings::default(),
+            drop_retention: CatalogSettings::default().drop_retention,
         }
     }
 }
@@ -131,6 +134,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
             },
             credential_lifetime: config.credential_lifetime,
             events: config.events.enabled,
+            drop_retention: config.drop_retention,
             ..CatalogSettings::default()
         },
     )
@@ -144,6 +148,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
     let catalog = Arc::new(catalog);
     tokio::spawn(purge_idempotency_records(Arc::downgrade(&catalog)));
     start_events(&catalog, &config.events).await?;
+    tokio::spawn(expire_dropped(Arc::downgrade(&catalog)));
     let state = AppState {
         catalog,
         default_catalog: Arc::from(config.default_catalog.as_str()),
@@ -266,6 +271,35 @@ async fn start_events(catalog: &Arc<Catalog>, events: &EventSettings) -> anyhow:
 
 /// How often events past retention are deleted.
 const EVENT_EXPIRY_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Forgets dropped tables and views past their retention (purging files where their
+/// drop asked), on one node at a time: the node holding the `expirer` lease in the store.
+async fn expire_dropped(catalog: Weak<Catalog>) {
+    let holder = uuid::Uuid::now_v7().to_string();
+    loop {
+        let Some(catalog) = catalog.upgrade() else {
+            return;
+        };
+        let every = catalog.expiry_interval();
+        let now = crate::model::now_ms();
+        let lease = 3 * every.as_millis() as i64;
+        let store = catalog.store();
+        match store
+            .claim_relay("expirer:dropped", &holder, now, now + lease)
+            .await
+        {
+            Ok(Some(_)) => match catalog.expire_dropped().await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(forgotten = n, "expired dropped tables and views"),
+                Err(e) => tracing::warn!(error = %e, "could not expire dropped tables and views"),
+            },
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "could not take the expirer lease"),
+        }
+        drop(catalog);
+        tokio::time::sleep(every).await;
+    }
+}
 
 /// Serves until `shutdown` completes, then drains in-flight requests.
 pub async fn run(

@@ -37,6 +37,7 @@ const EXPECTED_ENDPOINTS: &[&str] = &[
     "DELETE /v1/{prefix}/namespaces/{namespace}/views/{view}",
     "POST /v1/{prefix}/views/rename",
     "POST /v1/{prefix}/namespaces/{namespace}/register-view",
+    "POST /v1/{prefix}/events",
 ];
 
 fn set(values: &Value) -> BTreeSet<String> {

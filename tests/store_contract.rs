@@ -14,8 +14,8 @@ use floe::model::{now_ms, CatalogId, CatalogRecord, Ident, Namespace, ObjectKind
 use floe::store::postgres::PostgresStore;
 use floe::store::sqlite::SqliteStore;
 use floe::store::{
-    Applied, EventRead, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, Store, StoreError,
-    WriteBatch,
+    Applied, EventRead, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, Retention, Store,
+    StoreError, WriteBatch,
 };
 
 /// A store of each kind; the temporary directory lives as long as the store is used.
@@ -85,6 +85,7 @@ contract!(
     event_positions_follow_commit_order,
     relay_leases_fence_other_holders,
     events_expire_only_once_relayed,
+    dropped_objects_can_be_undropped_or_forgotten,
 );
 
 // ---------------------------------------------------------------------------------
@@ -504,6 +505,7 @@ async fn non_empty_namespaces_and_catalogs_cannot_be_dropped(store: Arc<dyn Stor
             kind: ObjectKind::View,
             ident: ident(&["db"], "v"),
             expected: format!("{WAREHOUSE}v/metadata/00000.json"),
+            retain: None,
         }))
         .await
         .unwrap();
@@ -599,6 +601,7 @@ async fn drops_return_the_pointer(store: Arc<dyn Store>) {
             kind,
             ident: t.clone(),
             expected: first.metadata_location.clone(),
+            retain: None,
         })
     };
     assert!(matches!(
@@ -853,6 +856,7 @@ async fn drops_and_renames_compare_and_swap(store: Arc<dyn Store>) {
         kind: ObjectKind::Table,
         ident: t.clone(),
         expected: first.metadata_location.clone(),
+        retain: None,
     });
     assert!(matches!(
         store.write(stale_drop).await,
@@ -1130,4 +1134,98 @@ async fn events_expire_only_once_relayed(store: Arc<dyn Store>) {
     );
     store.write(b).await.unwrap();
     assert_eq!(all_events(&store).await[0].position, 5);
+}
+
+async fn dropped_objects_can_be_undropped_or_forgotten(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    let now = now_ms();
+    let drop = |id: &str, expires_ms: i64| {
+        batch(Mutation::DropObject {
+            catalog: c.id,
+            kind: ObjectKind::Table,
+            ident: t.clone(),
+            expected: first.metadata_location.clone(),
+            retain: Some(Retention {
+                id: id.to_string(),
+                purge: true,
+                expires_ms,
+            }),
+        })
+    };
+    store.write(drop("d1", now + 60_000)).await.unwrap();
+    assert_eq!(pointer(&store, "c", &t).await, None);
+    let listed = store.list_dropped("c").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let d = &listed[0];
+    assert_eq!(
+        (d.id.as_str(), d.kind, &d.ident),
+        ("d1", ObjectKind::Table, &t)
+    );
+    assert_eq!(d.metadata_location, first.metadata_location);
+    assert_eq!(d.location, first.location);
+    assert!(d.purge);
+    assert_eq!(store.get_dropped("d1").await.unwrap().as_ref(), Some(d));
+    assert!(matches!(
+        store.list_dropped("nope").await,
+        Err(StoreError::CatalogMissing(_))
+    ));
+    // The name is free: another table takes it; undrop onto it fails and changes nothing.
+    let other = create(ObjectKind::Table, &t, "t2");
+    commit(&store, c.id, vec![other.clone()]).await.unwrap();
+    let undrop = |id: &str, to: &Ident| {
+        batch(Mutation::Undrop {
+            catalog: c.id,
+            id: id.to_string(),
+            write: ObjectWrite {
+                ident: to.clone(),
+                ..first.clone()
+            },
+        })
+    };
+    assert!(matches!(
+        store.write(undrop("d1", &t)).await,
+        Err(StoreError::ObjectExists { .. })
+    ));
+    assert!(store.get_dropped("d1").await.unwrap().is_some());
+    // Under a new name it comes back, once.
+    let back = ident(&["db"], "back");
+    store.write(undrop("d1", &back)).await.unwrap();
+    assert_eq!(
+        pointer(&store, "c", &back).await.as_deref(),
+        Some(first.metadata_location.as_str())
+    );
+    assert!(matches!(
+        store.write(undrop("d1", &ident(&["db"], "again"))).await,
+        Err(StoreError::DroppedMissing(_))
+    ));
+    assert!(store.list_dropped("c").await.unwrap().is_empty());
+    // Expired ones are listed for the expirer, then forgotten.
+    let mut drop_back = drop("d2", now - 1);
+    if let Mutation::DropObject { ident, .. } = &mut drop_back.mutation {
+        *ident = back.clone();
+    }
+    store.write(drop_back).await.unwrap();
+    let expired = store.expired_dropped(now, 10).await.unwrap();
+    assert_eq!(
+        expired.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+        vec!["d2"]
+    );
+    match store
+        .write(batch(Mutation::ForgetDropped { id: "d2".into() }))
+        .await
+        .unwrap()
+    {
+        Applied::Forgotten(d) => assert_eq!(d.ident, back),
+        other => panic!("expected Forgotten, got {other:?}"),
+    }
+    assert!(store.expired_dropped(now, 10).await.unwrap().is_empty());
+    assert!(matches!(
+        store
+            .write(batch(Mutation::ForgetDropped { id: "d2".into() }))
+            .await,
+        Err(StoreError::DroppedMissing(_))
+    ));
 }

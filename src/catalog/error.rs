@@ -132,6 +132,12 @@ impl From<StoreError> for CatalogError {
                 CatalogError::NamespaceNotEmpty(format!("Namespace {ns} is not empty"))
             }
             S::ObjectMissing { kind, ident } => object_missing(kind, ident),
+            S::DroppedMissing(id) => CatalogError::not_found(
+                Missing::Table,
+                format!(
+                    "No dropped table or view has id {id} (it may have expired or been purged)"
+                ),
+            ),
             S::ObjectExists {
                 wanted,
                 existing,

@@ -15,6 +15,7 @@
 //! - `commit`: pure commit rules over iceberg-rust's metadata builders.
 //! - `locations`: where tables and views live, and which locations are allowed.
 //! - `events`: the REST events query over the change-event outbox.
+//! - `dropped`: soft-deleted tables and views: list, undrop, purge, expire.
 //! - `delegation`: storage settings, vended credentials and remote signing for a
 //!   table's files, scoped by the caller's privileges.
 //! - `error`: the catalog's errors, and the one translation of store and file errors.
@@ -28,6 +29,7 @@ pub mod catalogs;
 pub mod commit;
 pub mod context;
 pub mod delegation;
+mod dropped;
 pub mod error;
 mod events;
 pub mod locations;
@@ -77,6 +79,9 @@ pub struct CatalogSettings {
     pub credential_lifetime: Duration,
     /// Whether changes write events to the outbox (`--events off` turns it off).
     pub events: bool,
+    /// How long a dropped table or view stays recoverable (undrop); zero: drops are
+    /// final at once.
+    pub drop_retention: Duration,
 }
 
 /// Kept beyond the advertised lifetime, for clock skew and slow retries.
@@ -93,6 +98,7 @@ impl Default for CatalogSettings {
             default_storage: serde_json::json!({ "storageType": "FILE" }),
             credential_lifetime: Duration::from_secs(3600),
             events: true,
+            drop_retention: Duration::from_secs(7 * 86_400),
         }
     }
 }

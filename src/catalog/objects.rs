@@ -328,7 +328,8 @@ impl Catalog {
     }
 
     /// Removes a table or view; returns what it pointed at. `purge`: whether the
-    /// request asked for its files to go too (told in the event).
+    /// request asked for its files to go too (told in the event). With a drop retention,
+    /// the object is kept recoverable (`dropped.rs`) and its files stay until it expires.
     pub(super) async fn drop_object(
         &self,
         ctx: &RequestContext,
@@ -355,19 +356,26 @@ impl Catalog {
                 if kind == ObjectKind::Table {
                     event = event.with("purge", purge);
                 }
+                let retain = self.retention(purge);
+                if let Some(retention) = &retain {
+                    event = event
+                        .with("dropped-id", retention.id.clone())
+                        .with("recoverable-until-ms", retention.expires_ms);
+                }
                 let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
                 let drop = Mutation::DropObject {
                     catalog: record.id,
                     kind,
                     ident: ident.clone(),
                     expected: object.metadata_location,
+                    retain,
                 };
                 self.write(ctx, drop, &Outcome::NoContent, events).await
             })
             .await?;
         match dropped {
             Applied::Dropped(object) => Ok((record, object)),
-            Applied::Done => Err(object_missing(kind, ident)),
+            _ => Err(object_missing(kind, ident)),
         }
     }
 

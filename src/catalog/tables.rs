@@ -489,7 +489,9 @@ impl Catalog {
         let (record, dropped) = self
             .drop_object(ctx, catalog, ObjectKind::Table, ident, purge)
             .await?;
-        if purge {
+        // With a drop retention the files stay until it ends (undrop needs them); the
+        // expirer purges them then.
+        if purge && self.settings.drop_retention.is_zero() {
             let location = parse_metadata(&dropped.metadata)?.location().to_string();
             // Only ever delete inside the catalog's own locations.
             if check_allowed(&record, &location).is_ok() {

@@ -114,6 +114,7 @@ fn settings_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()

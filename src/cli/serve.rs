@@ -117,6 +117,10 @@ pub struct ServeArgs {
     /// within this long.
     #[arg(long, env = "FLOE_EVENTS_RELAY_LEASE", default_value_t = 10)]
     pub events_relay_lease: u64,
+    /// Days a dropped table or view stays recoverable (undrop) before it is forgotten
+    /// and, if its drop asked for a purge, its files deleted; 0: drops are final at once.
+    #[arg(long, env = "FLOE_DROP_RETENTION_DAYS", default_value_t = 7.0)]
+    pub drop_retention_days: f64,
     /// Record Prometheus metrics (served at /metrics); `false` only to measure their
     /// cost.
     #[arg(long, env = "FLOE_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -181,6 +185,13 @@ fn retention(days: f64) -> anyhow::Result<std::time::Duration> {
     Ok(std::time::Duration::from_secs_f64(days * 86_400.0))
 }
 
+fn drop_retention(days: f64) -> anyhow::Result<std::time::Duration> {
+    if !(days.is_finite() && days >= 0.0) {
+        anyhow::bail!("--drop-retention-days must be 0 or more days, got {days}");
+    }
+    Ok(std::time::Duration::from_secs_f64(days * 86_400.0))
+}
+
 fn bootstrap_credentials(raw: Option<&str>) -> anyhow::Result<Option<(String, String)>> {
     let Some(raw) = raw else { return Ok(None) };
     match raw.split_once(',') {
@@ -227,6 +238,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .transpose()
             .map_err(|e| anyhow::anyhow!("--storage-config is not JSON: {e}"))?,
         credential_lifetime: std::time::Duration::from_secs(args.credential_lifetime),
+        drop_retention: drop_retention(args.drop_retention_days)?,
         events: EventSettings {
             enabled: args.events,
             sink: args.events_sink.clone(),

@@ -5,7 +5,8 @@
 //! - `namespaces`, `tables`, `views`: the Iceberg REST resources, served under `/v1` and
 //!   under Polaris's `/api/catalog/v1`.
 //! - `events`: the REST events endpoint (the change-event outbox, page by page).
-//! - `management`: Polaris's management API for catalogs.
+//! - `management`: Polaris's management API for catalogs; `dropped`: Floe's undrop
+//!   endpoints beside it.
 //! - `context`: the `Ctx` extractor (the catalog's request context); `idempotency`:
 //!   the `Idempotency-Key` layer; `outcome`: rendering of catalog outcomes.
 //! - `error`: the single mapping of errors to statuses and Iceberg exception types.
@@ -19,6 +20,7 @@ pub mod access_log;
 pub mod auth;
 mod config;
 pub mod context;
+mod dropped;
 pub mod error;
 mod events;
 mod extract;
@@ -75,7 +77,9 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .nest("/api/catalog/v1", iceberg)
         .nest(
             "/api/management/v1",
-            management::routes().merge(principals::routes()),
+            management::routes()
+                .merge(principals::routes())
+                .merge(dropped::routes()),
         )
         .route(
             "/api/catalog/polaris/v1/{catalog}/applicable-policies",

@@ -76,6 +76,9 @@ pub enum StoreError {
     /// nothing of the batch was applied.
     #[error("idempotency key already used")]
     IdempotencyKeyUsed,
+    /// No dropped table or view with this id (never, or expired, purged or undropped).
+    #[error("no dropped table or view has id {0}")]
+    DroppedMissing(String),
     #[error("store unavailable: {0}")]
     Unavailable(String),
     #[error(transparent)]
@@ -161,6 +164,20 @@ pub enum Mutation {
         kind: ObjectKind,
         ident: Ident,
         expected: String,
+        /// Keep it recoverable (undrop) instead of forgetting it.
+        retain: Option<Retention>,
+    },
+    /// Brings a dropped table or view back as `write` (a create: under its old name or a
+    /// new one), and forgets the dropped record; `DroppedMissing` if there is none.
+    Undrop {
+        catalog: CatalogId,
+        id: String,
+        write: ObjectWrite,
+    },
+    /// Forgets a dropped table or view for good ([`Applied::Forgotten`] says what it
+    /// was: its files are the caller's to purge).
+    ForgetDropped {
+        id: String,
     },
     /// Renames the object if it is of `kind` and still points at `expected` (`Conflict`
     /// if it moved): its events name the object that was renamed.
@@ -247,6 +264,32 @@ pub enum Applied {
     Done,
     /// The pointer a dropped table or view had (its files are the caller's to purge).
     Dropped(StoredObject),
+    Forgotten(DroppedObject),
+}
+
+/// How a dropped table or view is kept for undrop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retention {
+    /// The dropped record's id (a UUIDv7, chosen by the catalog).
+    pub id: String,
+    /// Whether the drop asked for the files to be purged (after the retention).
+    pub purge: bool,
+    pub expires_ms: i64,
+}
+
+/// A dropped table or view, recoverable until `expires_ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DroppedObject {
+    pub id: String,
+    pub catalog: CatalogId,
+    pub ident: Ident,
+    pub kind: ObjectKind,
+    pub metadata_location: String,
+    pub metadata: String,
+    pub location: String,
+    pub purge: bool,
+    pub dropped_ms: i64,
+    pub expires_ms: i64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -336,6 +379,13 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes idempotency records that expired before `now_ms`; returns how many.
     async fn purge_expired_idempotency(&self, now_ms: i64) -> StoreResult<u64>;
 
+    /// A catalog's dropped tables and views, newest first (`CatalogMissing` without the
+    /// catalog).
+    async fn list_dropped(&self, catalog: &str) -> StoreResult<Vec<DroppedObject>>;
+    async fn get_dropped(&self, id: &str) -> StoreResult<Option<DroppedObject>>;
+    /// Dropped tables and views whose retention ended before `now_ms`, oldest first.
+    async fn expired_dropped(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<DroppedObject>>;
+
     /// Outbox events in position order.
     async fn read_events(&self, read: &EventRead) -> StoreResult<Vec<StoredEvent>>;
     /// The smallest position still kept (events before it were deleted by retention),
@@ -343,6 +393,8 @@ pub trait Store: Send + Sync + 'static {
     async fn event_bounds(&self) -> StoreResult<(i64, i64)>;
     /// Takes (or renews) the lease of relay `name` for `holder` until `until_ms` if it is
     /// free, expired at `now_ms`, or already the holder's; returns its confirmed position.
+    /// Names starting `expirer:` are leases of housekeeping tasks (one node at a time),
+    /// whose position means nothing and holds no event back.
     async fn claim_relay(
         &self,
         name: &str,

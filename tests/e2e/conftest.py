@@ -299,3 +299,14 @@ def pytest_runtest_makereport(item, call):
         for server in _live_servers:
             report.sections.append((f"floe server log ({server.data_dir})", server.log_tail()))
     return report
+
+
+def purge_dropped(api: "ApiClient", catalog: str, namespace: list[str], name: str) -> None:
+    """A drop with purgeRequested keeps the files while the table can be undropped
+    (the drop retention); this purges the dropped table now, as an operator would."""
+    r = api.call("GET", f"/api/management/v1/catalogs/{catalog}/dropped")
+    assert r.status_code == 200, r.text
+    ids = [d["id"] for d in r.json()["dropped"] if d["namespace"] == namespace and d["name"] == name]
+    assert len(ids) == 1, r.json()
+    r = api.call("DELETE", f"/api/management/v1/catalogs/{catalog}/dropped/{ids[0]}")
+    assert r.status_code == 204, r.text

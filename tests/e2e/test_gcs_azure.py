@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import ROOT, ApiClient as Client, FloeServer, access_token, free_port
+from conftest import ROOT, ApiClient as Client, FloeServer, access_token, free_port, purge_dropped
 
 MGMT = "/api/management/v1"
 VENDED = {"X-Iceberg-Access-Delegation": "vended-credentials"}
@@ -410,6 +410,8 @@ def test_purge_deletes_the_table_and_nothing_else(store, lake):
     keep = store.snapshot(b_dir + "/")
     r = root.call("DELETE", "/v1/lake/namespaces/ns/tables/purge_a?purgeRequested=true")
     assert r.status_code == 204, r.text
+    assert store.keys(a_dir + "/"), "files stay while the table can be undropped"
+    purge_dropped(root, "lake", ["ns"], "purge_a")
     assert store.keys(a_dir + "/") == []
     assert store.get(f"{a_dir}-sibling/keep") == b"s"
     assert store.get(f"outside-{prefix}/keep") == b"o"
@@ -500,5 +502,6 @@ def test_azure_wasbs_and_abfss_name_the_same_blobs(store, lake):
     assert 400 <= r.status_code < 500 and r.status_code != 404, r.text
     r = root.call("DELETE", "/v1/lake/namespaces/ns/tables/wasb_t?purgeRequested=true")
     assert r.status_code == 204, r.text
+    purge_dropped(root, "lake", ["ns"], "wasb_t")
     assert store.keys(key_dir + "/") == []
     no_storage_failures(server)

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog import load_catalog
 
-from conftest import FloeServer
+from conftest import ApiClient, FloeServer, access_token, purge_dropped
 from pyiceberg.exceptions import (
     NamespaceNotEmptyError,
     NoSuchNamespaceError,
@@ -249,7 +249,7 @@ def test_drop_table(catalog, ns):
     assert again.current_snapshot() is None
 
 
-def test_purge_table_removes_files(catalog, ns):
+def test_purge_table_removes_files(catalog, ns, floe_url):
     table = catalog.create_table((ns, "purgeme"), schema=SCHEMA, partition_spec=SPEC)
     table.append(batch([1, 2], [0, 1], ["a", "b"]))
     table = catalog.load_table((ns, "purgeme"))
@@ -261,6 +261,9 @@ def test_purge_table_removes_files(catalog, ns):
     catalog.purge_table((ns, "purgeme"))  # DELETE ...?purgeRequested=True
     with pytest.raises(NoSuchTableError):
         catalog.load_table((ns, "purgeme"))
+    # The files stay while the table can be undropped, until it is purged for good.
+    assert metadata_file.is_file() and all(p.is_file() for p in data_files)
+    purge_dropped(ApiClient(floe_url, access_token(floe_url)), "default", [ns], "purgeme")
 
     # Purging may finish in the background: allow a short while.
     deadline = time.monotonic() + 15

@@ -19,7 +19,7 @@ import requests
 from botocore.exceptions import ClientError
 from pyiceberg.catalog import load_catalog
 
-from conftest import ApiClient as Client, FloeServer, access_token
+from conftest import ApiClient as Client, FloeServer, access_token, purge_dropped
 
 MGMT = "/api/management/v1"
 VENDED = {"X-Iceberg-Access-Delegation": "vended-credentials"}
@@ -195,6 +195,9 @@ def test_purge_deletes_the_table_and_nothing_else(lake, s3_server):
     admin.put_object(Bucket="lake", Key=f"{a_dir}-sibling/keep", Body=b"s")
     r = root.call("DELETE", "/v1/lake/namespaces/ns/tables/purge_a?purgeRequested=true")
     assert r.status_code == 204, r.text
+    assert admin.list_objects_v2(Bucket="lake", Prefix=a_dir + "/").get("Contents"), \
+        "files stay while the table can be undropped"
+    purge_dropped(root, "lake", ["ns"], "purge_a")
     left = admin.list_objects_v2(Bucket="lake", Prefix=a_dir + "/").get("Contents", [])
     assert left == []
     assert admin.head_object(Bucket="lake", Key=f"{a_dir}-sibling/keep")

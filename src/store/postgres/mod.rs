@@ -24,6 +24,7 @@
 //! - `outbox.rs`: change events (appended by `apply` in commit order, read back) and
 //!   relay leases.
 
+mod dropped;
 mod outbox;
 mod schema;
 mod writes;
@@ -40,8 +41,9 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
 use super::{
-    from_json, page_of, Applied, CatalogRow, EventRead, IdempotencyRecord, LockedObjects, Page,
-    PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
+    from_json, page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord,
+    LockedObjects, Page, PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch,
+    CATALOG_COLUMNS,
 };
 use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
@@ -657,6 +659,22 @@ impl Store for PostgresStore {
                 .await?)
         })
         .await
+    }
+
+    async fn list_dropped(&self, catalog: &str) -> StoreResult<Vec<DroppedObject>> {
+        self.run(|client| async move { dropped::list(&client, catalog).await })
+            .await?
+            .ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))
+    }
+
+    async fn get_dropped(&self, id: &str) -> StoreResult<Option<DroppedObject>> {
+        self.run(|client| async move { dropped::get(&client, id).await })
+            .await
+    }
+
+    async fn expired_dropped(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<DroppedObject>> {
+        self.run(|client| async move { dropped::expired(&client, now_ms, limit).await })
+            .await
     }
 
     async fn read_events(&self, read: &EventRead) -> StoreResult<Vec<StoredEvent>> {

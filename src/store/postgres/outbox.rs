@@ -169,7 +169,8 @@ pub(super) async fn confirm(
 pub(super) async fn purge(q: &impl Queries, before_ms: i64) -> Attempt<u64> {
     Ok(q.execute_all_typed(
         "DELETE FROM events WHERE time_ms < $1 AND position <= COALESCE(
-                 (SELECT MIN(position) FROM event_relays WHERE lease_until_ms >= $1),
+                 (SELECT MIN(position) FROM event_relays
+                  WHERE lease_until_ms >= $1 AND name NOT LIKE 'expirer:%'),
                  (SELECT position FROM event_head WHERE id = 1))",
         &[int8(&before_ms)],
     )

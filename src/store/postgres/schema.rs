@@ -66,4 +66,6 @@ CREATE TABLE security (
 "#,
     // The change-event outbox.
     super::outbox::MIGRATION,
+    // Dropped tables and views, kept for undrop.
+    super::dropped::MIGRATION,
 ];

@@ -8,8 +8,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 use super::{
-    has_code, int8, is_retryable, object_kind_at, outbox, sql_error, text, Attempt, Failure,
-    Queries,
+    dropped, has_code, int8, is_retryable, object_kind_at, outbox, sql_error, text, Attempt,
+    Failure, Queries,
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
@@ -59,10 +59,29 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
             kind,
             ident,
             expected,
+            retain,
         } => {
-            return drop_object(q, *catalog, *kind, ident, expected)
-                .await
-                .map(Applied::Dropped)
+            let (object, location) = drop_object(q, *catalog, *kind, ident, expected).await?;
+            if let Some(retention) = retain {
+                dropped::retain(
+                    q,
+                    *catalog,
+                    ident,
+                    &object,
+                    &location,
+                    retention,
+                    batch.now_ms,
+                )
+                .await?;
+            }
+            return Ok(Applied::Dropped(object));
+        }
+        Mutation::Undrop { catalog, id, write } => {
+            dropped::take(q, Some(*catalog), id).await?;
+            commit_objects(q, *catalog, std::slice::from_ref(write)).await?;
+        }
+        Mutation::ForgetDropped { id } => {
+            return dropped::take(q, None, id).await.map(Applied::Forgotten);
         }
         Mutation::RenameObject {
             catalog,
@@ -463,13 +482,13 @@ async fn drop_object(
     kind: ObjectKind,
     ident: &Ident,
     expected: &str,
-) -> Attempt<StoredObject> {
+) -> Attempt<(StoredObject, String)> {
     let ns = ident.namespace.key();
     let row = q
         .query_opt_typed(
             "DELETE FROM objects WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND kind = $4
                  AND metadata_location = $5
-             RETURNING metadata_location, metadata",
+             RETURNING metadata_location, metadata, location",
             &[
                 int8(&id.0),
                 text(&ns),
@@ -489,11 +508,14 @@ async fn drop_object(
         }
         .into());
     };
-    Ok(StoredObject {
-        kind,
-        metadata_location: row.get(0),
-        metadata: row.get(1),
-    })
+    Ok((
+        StoredObject {
+            kind,
+            metadata_location: row.get(0),
+            metadata: row.get(1),
+        },
+        row.get(2),
+    ))
 }
 
 async fn rename_object(

@@ -9,6 +9,7 @@
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 
+mod dropped;
 mod outbox;
 mod writes;
 
@@ -21,8 +22,9 @@ use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
-    from_json, page_of, Applied, CatalogRow, EventRead, IdempotencyRecord, LockedObjects, Page,
-    PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
+    from_json, page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord,
+    LockedObjects, Page, PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch,
+    CATALOG_COLUMNS,
 };
 use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
@@ -96,6 +98,8 @@ CREATE TABLE security (
 "#,
     // The change-event outbox.
     outbox::MIGRATION,
+    // Dropped tables and views, kept for undrop.
+    dropped::MIGRATION,
 ];
 
 /// Most idle read connections kept open.
@@ -492,6 +496,18 @@ impl Store for SqliteStore {
         })
         .await
         .map_err(|e| StoreError::Internal(e.into()))?
+    }
+
+    async fn list_dropped(&self, catalog: &str) -> StoreResult<Vec<DroppedObject>> {
+        self.read(|conn| dropped::list(conn, catalog_id(conn, catalog)?))
+    }
+
+    async fn get_dropped(&self, id: &str) -> StoreResult<Option<DroppedObject>> {
+        self.read(|conn| dropped::get(conn, id))
+    }
+
+    async fn expired_dropped(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<DroppedObject>> {
+        self.read(|conn| dropped::expired(conn, now_ms, limit))
     }
 
     async fn read_events(&self, read: &EventRead) -> StoreResult<Vec<StoredEvent>> {

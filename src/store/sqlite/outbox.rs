@@ -167,7 +167,8 @@ pub(super) fn purge(tx: &Transaction, before_ms: i64) -> StoreResult<u64> {
     let deleted = tx
         .execute(
             "DELETE FROM events WHERE time_ms < ?1 AND position <= COALESCE(
-                 (SELECT MIN(position) FROM event_relays WHERE lease_until_ms >= ?1),
+                 (SELECT MIN(position) FROM event_relays
+                  WHERE lease_until_ms >= ?1 AND name NOT LIKE 'expirer:%'),
                  (SELECT MAX(position) FROM events))",
             [before_ms],
         )

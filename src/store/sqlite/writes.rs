@@ -4,7 +4,8 @@
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::{
-    catalog_from_row, internal, is_unique_violation, outbox, require_namespace, stored_object,
+    catalog_from_row, dropped, internal, is_unique_violation, outbox, require_namespace,
+    stored_object,
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
@@ -58,7 +59,21 @@ fn apply_mutation(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> 
             kind,
             ident,
             expected,
-        } => return drop_object(tx, *catalog, *kind, ident, expected).map(Applied::Dropped),
+            retain,
+        } => {
+            let (object, location) = drop_object(tx, *catalog, *kind, ident, expected)?;
+            if let Some(retention) = retain {
+                dropped::retain(tx, *catalog, ident, &object, &location, retention, now)?;
+            }
+            return Ok(Applied::Dropped(object));
+        }
+        Mutation::Undrop { catalog, id, write } => {
+            dropped::take(tx, Some(*catalog), id)?;
+            commit_object(tx, *catalog, write)?;
+        }
+        Mutation::ForgetDropped { id } => {
+            return dropped::take(tx, None, id).map(Applied::Forgotten);
+        }
         Mutation::RenameObject {
             catalog,
             kind,
@@ -423,18 +438,18 @@ fn drop_object(
     kind: ObjectKind,
     ident: &Ident,
     expected: &str,
-) -> StoreResult<StoredObject> {
-    let row: Option<(String, String)> = tx
+) -> StoreResult<(StoredObject, String)> {
+    let row: Option<(String, String, String)> = tx
         .query_row(
             "DELETE FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4
                  AND metadata_location = ?5
-             RETURNING metadata_location, metadata",
+             RETURNING metadata_location, metadata, location",
             params![id.0, ident.namespace.key(), ident.name, kind.as_str(), expected],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()
         .map_err(internal)?;
-    let Some((metadata_location, metadata)) = row else {
+    let Some((metadata_location, metadata, location)) = row else {
         return Err(match object_kind_at(tx, id, ident)? {
             Some(found) if found == kind => StoreError::Conflict,
             _ => StoreError::ObjectMissing {
@@ -443,11 +458,14 @@ fn drop_object(
             },
         });
     };
-    Ok(StoredObject {
-        kind,
-        metadata_location,
-        metadata,
-    })
+    Ok((
+        StoredObject {
+            kind,
+            metadata_location,
+            metadata,
+        },
+        location,
+    ))
 }
 
 fn rename_object(

@@ -1,0 +1,225 @@
+//! Soft delete: a dropped table or view stays recoverable for the drop retention
+//! (`--drop-retention-days`, 7 by default). It can be listed, brought back under its
+//! name or a new one (undrop), or purged at once; when the retention ends the expirer
+//! forgets it and, if its drop asked for a purge, deletes its files. Files are never
+//! deleted while an undrop could still need them.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::error::{CatalogError, CatalogResult};
+use super::locations::check_allowed;
+use super::objects::stored_uuid;
+use super::{Catalog, Outcome, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
+use crate::events::{Draft, Operation};
+use crate::model::{now_ms, Ident, ObjectKind};
+use crate::store::{Applied, DroppedObject, Mutation, ObjectWrite, Retention, StoredObject};
+
+/// Most dropped objects the expirer forgets per round.
+const EXPIRE_BATCH: usize = 100;
+
+impl Catalog {
+    /// How a drop is kept now (`None`: the retention is off).
+    pub(super) fn retention(&self, purge: bool) -> Option<Retention> {
+        let retention = self.settings.drop_retention;
+        (!retention.is_zero()).then(|| Retention {
+            id: uuid::Uuid::now_v7().to_string(),
+            purge,
+            expires_ms: now_ms() + retention.as_millis() as i64,
+        })
+    }
+
+    /// How often the expirer looks for dropped objects past their retention.
+    pub fn expiry_interval(&self) -> Duration {
+        (self.settings.drop_retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    }
+
+    /// The catalog's dropped tables and views, newest first.
+    pub async fn list_dropped(&self, ctx: &RequestContext, catalog: &str) -> CatalogResult<Value> {
+        ctx.require(
+            catalog,
+            Privilege::CATALOG_MANAGE_CONTENT,
+            &Securable::Catalog,
+        )?;
+        let dropped = self.store.list_dropped(catalog).await?;
+        Ok(json!({ "dropped": dropped.iter().map(describe).collect::<Vec<_>>() }))
+    }
+
+    /// Brings a dropped table or view back, under `to` or its old name, pointing at the
+    /// metadata it had. 409 if the name is taken, 404 if its namespace is gone.
+    pub async fn undrop(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        id: &str,
+        to: Option<Ident>,
+    ) -> CatalogResult<Value> {
+        ctx.require(
+            catalog,
+            Privilege::CATALOG_MANAGE_CONTENT,
+            &Securable::Catalog,
+        )?;
+        let record = self.get_catalog(catalog).await?;
+        let dropped = self
+            .store
+            .get_dropped(id)
+            .await?
+            .filter(|d| d.catalog == record.id)
+            .ok_or_else(|| crate::store::StoreError::DroppedMissing(id.to_string()))?;
+        let ident = to.unwrap_or_else(|| dropped.ident.clone());
+        // Still inside the catalog's allowed locations (they may have changed).
+        let location = metadata_location_of(&dropped.metadata).unwrap_or(dropped.location.clone());
+        check_allowed(&record, &location)?;
+        let write = ObjectWrite {
+            ident: ident.clone(),
+            kind: dropped.kind,
+            expected_metadata_location: None,
+            metadata_location: dropped.metadata_location.clone(),
+            metadata: dropped.metadata.clone(),
+            location: dropped.location.clone(),
+            check_location: true,
+        };
+        let uuid = stored_uuid(&StoredObject {
+            kind: dropped.kind,
+            metadata_location: dropped.metadata_location.clone(),
+            metadata: dropped.metadata.clone(),
+        })?;
+        let operation = match dropped.kind {
+            ObjectKind::Table => Operation::RegisterTable,
+            ObjectKind::View => Operation::RegisterView,
+        };
+        let event = Draft::object(operation, &ident, &uuid)
+            .with("metadata-location", dropped.metadata_location.clone())
+            .with("undropped-id", dropped.id.clone());
+        let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
+        let _guards = self.commit_locks.lock(record.id, [&ident]).await;
+        let undrop = Mutation::Undrop {
+            catalog: record.id,
+            id: id.to_string(),
+            write,
+        };
+        self.write(ctx, undrop, &Outcome::NoContent, events).await?;
+        Ok(json!({
+            "namespace": ident.namespace.levels(),
+            "name": ident.name,
+            "type": dropped.kind.as_str(),
+            "metadata-location": dropped.metadata_location,
+        }))
+    }
+
+    /// Forgets a dropped table or view now and deletes its files.
+    pub async fn purge_dropped(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        id: &str,
+    ) -> CatalogResult<()> {
+        ctx.require(
+            catalog,
+            Privilege::CATALOG_MANAGE_CONTENT,
+            &Securable::Catalog,
+        )?;
+        let record = self.get_catalog(catalog).await?;
+        match self.store.get_dropped(id).await? {
+            Some(d) if d.catalog == record.id => {}
+            _ => return Err(crate::store::StoreError::DroppedMissing(id.to_string()).into()),
+        }
+        let forgotten = self.forget_dropped(ctx, id).await?;
+        self.delete_dropped_files(&forgotten, true).await;
+        Ok(())
+    }
+
+    /// Forgets dropped objects past their retention (purging the files of those whose
+    /// drop asked for it); returns how many. The server runs this on one node at a time.
+    pub async fn expire_dropped(&self) -> CatalogResult<u64> {
+        let expired = self.store.expired_dropped(now_ms(), EXPIRE_BATCH).await?;
+        let ctx = RequestContext::system();
+        let mut n = 0;
+        for d in expired {
+            match self.forget_dropped(&ctx, &d.id).await {
+                Ok(forgotten) => {
+                    n += 1;
+                    self.delete_dropped_files(&forgotten, forgotten.purge).await;
+                }
+                // Undropped or purged meanwhile.
+                Err(CatalogError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+
+    async fn forget_dropped(&self, ctx: &RequestContext, id: &str) -> CatalogResult<DroppedObject> {
+        let forget = Mutation::ForgetDropped { id: id.to_string() };
+        match self
+            .write(ctx, forget, &Outcome::NoContent, Vec::new())
+            .await?
+        {
+            Applied::Forgotten(d) => Ok(d),
+            _ => Err(crate::store::StoreError::DroppedMissing(id.to_string()).into()),
+        }
+    }
+
+    /// Deletes a forgotten object's files when `purge` says so, only inside its
+    /// catalog's allowed locations (and not at all if the catalog is gone).
+    async fn delete_dropped_files(&self, d: &DroppedObject, purge: bool) {
+        if !purge {
+            return;
+        }
+        let catalogs = match self.store.list_catalogs().await {
+            Ok(catalogs) => catalogs,
+            Err(e) => {
+                tracing::warn!(dropped = %d.id, error = %e, "could not purge a dropped object's files");
+                return;
+            }
+        };
+        let Some(record) = catalogs.into_iter().find(|c| c.id == d.catalog) else {
+            tracing::warn!(dropped = %d.id, location = %d.location, "not purging: the dropped object's catalog is gone");
+            return;
+        };
+        // The location as the metadata spells it (the stored one is canonical, e.g.
+        // `azure://…` for an `abfss://` table), as a drop with purge deletes it.
+        let Some(location) = metadata_location_of(&d.metadata) else {
+            tracing::warn!(dropped = %d.id, "not purging: no location in the dropped metadata");
+            return;
+        };
+        if check_allowed(&record, &location).is_err() {
+            return;
+        }
+        if let Err(e) = self
+            .files
+            .for_catalog(&record)
+            .delete_prefix(&location)
+            .await
+        {
+            tracing::warn!(dropped = %d.id, error = %e, "purge could not delete all files");
+        }
+    }
+}
+
+/// The `location` of a table's or view's metadata document.
+fn metadata_location_of(metadata: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Located {
+        location: String,
+    }
+    serde_json::from_str::<Located>(metadata)
+        .ok()
+        .map(|m| m.location)
+}
+
+fn describe(d: &DroppedObject) -> Value {
+    json!({
+        "id": d.id,
+        "type": d.kind.as_str(),
+        "namespace": d.ident.namespace.levels(),
+        "name": d.ident.name,
+        "metadata-location": d.metadata_location,
+        "location": d.location,
+        "purge-requested": d.purge,
+        "dropped-at-ms": d.dropped_ms,
+        "expires-at-ms": d.expires_ms,
+    })
+}

@@ -1,0 +1,159 @@
+//! PostgreSQL's dropped tables and views: kept for undrop until their retention ends,
+//! then forgotten (and purged) by the expirer.
+
+use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::Row;
+
+use super::{int8, text, Attempt, Queries};
+use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
+use crate::store::{DroppedObject, Retention, StoreError, StoreResult, StoredObject};
+
+pub(super) const MIGRATION: &str = r#"
+CREATE TABLE dropped_objects (
+    id                TEXT COLLATE "C" PRIMARY KEY,
+    catalog_id        BIGINT NOT NULL,
+    namespace         TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    kind              TEXT NOT NULL,
+    metadata_location TEXT NOT NULL,
+    metadata          TEXT NOT NULL,
+    location          TEXT NOT NULL,
+    purge             BOOLEAN NOT NULL,
+    dropped_ms        BIGINT NOT NULL,
+    expires_ms        BIGINT NOT NULL
+);
+CREATE INDEX dropped_by_catalog ON dropped_objects (catalog_id, dropped_ms);
+CREATE INDEX dropped_by_expiry ON dropped_objects (expires_ms)
+"#;
+
+const COLUMNS: &str = "id, catalog_id, namespace, name, kind, metadata_location, metadata, location, purge, dropped_ms, expires_ms";
+
+fn from_row(r: &Row) -> StoreResult<DroppedObject> {
+    let kind: String = r.get(4);
+    let namespace: String = r.get(2);
+    Ok(DroppedObject {
+        id: r.get(0),
+        catalog: CatalogId(r.get(1)),
+        ident: Ident {
+            namespace: Namespace::from_key(&namespace),
+            name: r.get(3),
+        },
+        kind: ObjectKind::parse(&kind)
+            .ok_or_else(|| anyhow::anyhow!("unknown object kind {kind}"))?,
+        metadata_location: r.get(5),
+        metadata: r.get(6),
+        location: r.get(7),
+        purge: r.get(8),
+        dropped_ms: r.get(9),
+        expires_ms: r.get(10),
+    })
+}
+
+fn boolean(value: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
+    (value, Type::BOOL)
+}
+
+/// Keeps what a drop removed.
+#[allow(clippy::too_many_arguments)] // the dropped row's parts
+pub(super) async fn retain(
+    q: &impl Queries,
+    catalog: CatalogId,
+    ident: &Ident,
+    object: &StoredObject,
+    location: &str,
+    retention: &Retention,
+    now_ms: i64,
+) -> Attempt<()> {
+    let ns = ident.namespace.key();
+    q.execute_all_typed(
+        &format!("INSERT INTO dropped_objects ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
+        &[
+            text(&retention.id),
+            int8(&catalog.0),
+            text(&ns),
+            text(&ident.name),
+            text(&object.kind.as_str()),
+            text(&object.metadata_location),
+            text(&object.metadata),
+            text(&location),
+            boolean(&retention.purge),
+            int8(&now_ms),
+            int8(&retention.expires_ms),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes the dropped record (of `catalog` when given) and returns it.
+pub(super) async fn take(
+    q: &impl Queries,
+    catalog: Option<CatalogId>,
+    id: &str,
+) -> Attempt<DroppedObject> {
+    let catalog = catalog.map(|c| c.0);
+    let row = q
+        .query_opt_typed(
+            &format!("DELETE FROM dropped_objects WHERE id = $1 AND ($2::BIGINT IS NULL OR catalog_id = $2) RETURNING {COLUMNS}"),
+            &[text(&id), int8(&catalog)],
+        )
+        .await?;
+    match row {
+        Some(row) => Ok(from_row(&row)?),
+        None => Err(StoreError::DroppedMissing(id.to_string()).into()),
+    }
+}
+
+/// A catalog's dropped objects, newest first; `None` when the catalog does not exist.
+pub(super) async fn list(q: &impl Queries, catalog: &str) -> Attempt<Option<Vec<DroppedObject>>> {
+    let Some(id) = q
+        .query_opt_typed("SELECT id FROM catalogs WHERE name = $1", &[text(&catalog)])
+        .await?
+    else {
+        return Ok(None);
+    };
+    let id: i64 = id.get(0);
+    let rows = q
+        .query_all_typed(
+            &format!(
+                "SELECT {COLUMNS} FROM dropped_objects WHERE catalog_id = $1
+                 ORDER BY dropped_ms DESC, id DESC"
+            ),
+            &[int8(&id)],
+        )
+        .await?;
+    let mut out = Vec::new();
+    for row in &rows {
+        out.push(from_row(row)?);
+    }
+    Ok(Some(out))
+}
+
+pub(super) async fn get(q: &impl Queries, id: &str) -> Attempt<Option<DroppedObject>> {
+    let row = q
+        .query_opt_typed(
+            &format!("SELECT {COLUMNS} FROM dropped_objects WHERE id = $1"),
+            &[text(&id)],
+        )
+        .await?;
+    Ok(row.map(|r| from_row(&r)).transpose()?)
+}
+
+pub(super) async fn expired(
+    q: &impl Queries,
+    now_ms: i64,
+    limit: usize,
+) -> Attempt<Vec<DroppedObject>> {
+    let limit = limit as i64;
+    let rows = q
+        .query_all_typed(
+            &format!("SELECT {COLUMNS} FROM dropped_objects WHERE expires_ms < $1 ORDER BY expires_ms LIMIT $2"),
+            &[int8(&now_ms), int8(&limit)],
+        )
+        .await?;
+    let mut out = Vec::new();
+    for row in &rows {
+        out.push(from_row(row)?);
+    }
+    Ok(out)
+}

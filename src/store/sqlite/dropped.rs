@@ -1,0 +1,161 @@
+//! The embedded store's dropped tables and views: kept for undrop until their retention
+//! ends, then forgotten (and purged) by the expirer.
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::internal;
+use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
+use crate::store::{DroppedObject, Retention, StoreError, StoreResult, StoredObject};
+
+pub(super) const MIGRATION: &str = r#"
+CREATE TABLE dropped_objects (
+    id                TEXT PRIMARY KEY,
+    catalog_id        INTEGER NOT NULL,
+    namespace         TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    kind              TEXT NOT NULL,
+    metadata_location TEXT NOT NULL,
+    metadata          TEXT NOT NULL,
+    location          TEXT NOT NULL,
+    purge             INTEGER NOT NULL,
+    dropped_ms        INTEGER NOT NULL,
+    expires_ms        INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX dropped_by_catalog ON dropped_objects (catalog_id, dropped_ms);
+CREATE INDEX dropped_by_expiry ON dropped_objects (expires_ms);
+"#;
+
+const COLUMNS: &str = "id, catalog_id, namespace, name, kind, metadata_location, metadata, location, purge, dropped_ms, expires_ms";
+
+fn from_row(r: &rusqlite::Row) -> rusqlite::Result<(DroppedRow, String)> {
+    Ok((
+        DroppedRow {
+            id: r.get(0)?,
+            catalog: r.get(1)?,
+            namespace: r.get(2)?,
+            name: r.get(3)?,
+            metadata_location: r.get(5)?,
+            metadata: r.get(6)?,
+            location: r.get(7)?,
+            purge: r.get(8)?,
+            dropped_ms: r.get(9)?,
+            expires_ms: r.get(10)?,
+        },
+        r.get(4)?,
+    ))
+}
+
+struct DroppedRow {
+    id: String,
+    catalog: i64,
+    namespace: String,
+    name: String,
+    metadata_location: String,
+    metadata: String,
+    location: String,
+    purge: bool,
+    dropped_ms: i64,
+    expires_ms: i64,
+}
+
+fn into_dropped((row, kind): (DroppedRow, String)) -> StoreResult<DroppedObject> {
+    Ok(DroppedObject {
+        id: row.id,
+        catalog: CatalogId(row.catalog),
+        ident: Ident {
+            namespace: Namespace::from_key(&row.namespace),
+            name: row.name,
+        },
+        kind: ObjectKind::parse(&kind)
+            .ok_or_else(|| anyhow::anyhow!("unknown object kind {kind}"))?,
+        metadata_location: row.metadata_location,
+        metadata: row.metadata,
+        location: row.location,
+        purge: row.purge,
+        dropped_ms: row.dropped_ms,
+        expires_ms: row.expires_ms,
+    })
+}
+
+/// Keeps what a drop removed.
+pub(super) fn retain(
+    tx: &Transaction,
+    catalog: CatalogId,
+    ident: &Ident,
+    object: &StoredObject,
+    location: &str,
+    retention: &Retention,
+    now_ms: i64,
+) -> StoreResult<()> {
+    tx.execute(
+        &format!("INSERT INTO dropped_objects ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+        params![
+            retention.id,
+            catalog.0,
+            ident.namespace.key(),
+            ident.name,
+            object.kind.as_str(),
+            object.metadata_location,
+            object.metadata,
+            location,
+            retention.purge,
+            now_ms,
+            retention.expires_ms
+        ],
+    )
+    .map_err(internal)?;
+    Ok(())
+}
+
+/// Deletes the dropped record (of `catalog` when given) and returns it.
+pub(super) fn take(
+    tx: &Transaction,
+    catalog: Option<CatalogId>,
+    id: &str,
+) -> StoreResult<DroppedObject> {
+    let row = tx
+        .query_row(
+            &format!("DELETE FROM dropped_objects WHERE id = ?1 AND (?2 IS NULL OR catalog_id = ?2) RETURNING {COLUMNS}"),
+            params![id, catalog.map(|c| c.0)],
+            from_row,
+        )
+        .optional()
+        .map_err(internal)?;
+    row.map(into_dropped)
+        .transpose()?
+        .ok_or_else(|| StoreError::DroppedMissing(id.to_string()))
+}
+
+pub(super) fn list(conn: &Connection, catalog: CatalogId) -> StoreResult<Vec<DroppedObject>> {
+    let rows: Vec<_> = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM dropped_objects WHERE catalog_id = ?1 ORDER BY dropped_ms DESC, id DESC"
+        ))
+        .and_then(|mut s| s.query_map([catalog.0], from_row)?.collect())
+        .map_err(internal)?;
+    rows.into_iter().map(into_dropped).collect()
+}
+
+pub(super) fn get(conn: &Connection, id: &str) -> StoreResult<Option<DroppedObject>> {
+    conn.prepare_cached(&format!(
+        "SELECT {COLUMNS} FROM dropped_objects WHERE id = ?1"
+    ))
+    .and_then(|mut s| s.query_row([id], from_row).optional())
+    .map_err(internal)?
+    .map(into_dropped)
+    .transpose()
+}
+
+pub(super) fn expired(
+    conn: &Connection,
+    now_ms: i64,
+    limit: usize,
+) -> StoreResult<Vec<DroppedObject>> {
+    let rows: Vec<_> = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM dropped_objects WHERE expires_ms < ?1 ORDER BY expires_ms LIMIT ?2"
+        ))
+        .and_then(|mut s| s.query_map(params![now_ms, limit as i64], from_row)?.collect())
+        .map_err(internal)?;
+    rows.into_iter().map(into_dropped).collect()
+}
