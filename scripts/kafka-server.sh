@@ -173,11 +173,19 @@ group.initial.rebalance.delay.ms=0
 PROPS
 }
 
-# Formats DIR/data once, with a random cluster id (22 characters of URL-safe base64).
+# Formats DIR/data once, with a random cluster id (22 characters of URL-safe base64, not
+# starting with '-').
 format_once() {
   [[ -f "$dir/data/meta.properties" ]] && return 0
   local cluster_id opts
-  cluster_id="$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+  # A leading '-' would be read as an option by the storage tool: such an id (one in 64:
+  # the first 6 bits are 62) is drawn again.
+  cluster_id="$(python3 -c 'import base64, uuid
+while True:
+    s = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not s.startswith("-"):
+        print(s)
+        break')"
   mapfile -t opts < <(java_opts)
   echo "formatting $dir/data (cluster id $cluster_id)" >>"$dir/kafka.log"
   java "${opts[@]}" kafka.tools.StorageTool format --cluster-id "$cluster_id" \
