@@ -931,9 +931,11 @@ async fn register_a_dropped_tables_metadata_file() {
     );
 }
 
+/// With the drop retention off, a purge is immediate (with it on, the default, files
+/// wait for the retention: `tests/e2e/test_undrop.py`).
 #[tokio::test]
 async fn drop_with_purge_deletes_the_table_directory() {
-    let s = Server::start().await;
+    let s = Server::start_with(|c| c.drop_retention = std::time::Duration::ZERO).await;
     s.create_namespace(&["db"]).await;
     let kept = s.create_table(&["db"], "kept").await;
     let purged = s.create_table(&["db"], "purged").await;
