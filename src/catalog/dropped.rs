@@ -10,12 +10,12 @@ use serde_json::{json, Value};
 
 use super::error::{CatalogError, CatalogResult};
 use super::locations::check_allowed;
-use super::objects::stored_uuid;
+use super::objects::{by_kind, identity, write_event, Identity};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
-use crate::events::{Draft, Operation};
-use crate::model::{now_ms, Ident, ObjectKind};
-use crate::store::{Applied, DroppedObject, Mutation, ObjectWrite, Retention, StoredObject};
+use crate::events::Operation;
+use crate::model::{now_ms, Ident};
+use crate::store::{Applied, DroppedObject, Mutation, ObjectWrite, Retention};
 
 /// Most dropped objects the expirer forgets per round.
 const EXPIRE_BATCH: usize = 100;
@@ -70,7 +70,7 @@ impl Catalog {
             .ok_or_else(|| crate::store::StoreError::DroppedMissing(id.to_string()))?;
         let ident = to.unwrap_or_else(|| dropped.ident.clone());
         // Still inside the catalog's allowed locations (they may have changed).
-        let location = metadata_location_of(&dropped.metadata).unwrap_or(dropped.location.clone());
+        let Identity { uuid, location } = identity(dropped.kind, &dropped.metadata)?;
         check_allowed(&record, &location)?;
         let write = ObjectWrite {
             ident: ident.clone(),
@@ -81,18 +81,12 @@ impl Catalog {
             location: dropped.location.clone(),
             check_location: true,
         };
-        let uuid = stored_uuid(&StoredObject {
-            kind: dropped.kind,
-            metadata_location: dropped.metadata_location.clone(),
-            metadata: dropped.metadata.clone(),
-        })?;
-        let operation = match dropped.kind {
-            ObjectKind::Table => Operation::RegisterTable,
-            ObjectKind::View => Operation::RegisterView,
-        };
-        let event = Draft::object(operation, &ident, &uuid)
-            .with("metadata-location", dropped.metadata_location.clone())
-            .with("undropped-id", dropped.id.clone());
+        let operation = by_kind(
+            dropped.kind,
+            Operation::RegisterTable,
+            Operation::RegisterView,
+        );
+        let event = write_event(operation, &write, &uuid).with("undropped-id", dropped.id.clone());
         let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
         let _guards = self.commit_locks.lock(record.id, [&ident]).await;
         let undrop = Mutation::Undrop {
@@ -127,7 +121,7 @@ impl Catalog {
             _ => return Err(crate::store::StoreError::DroppedMissing(id.to_string()).into()),
         }
         let forgotten = self.forget_dropped(ctx, id).await?;
-        self.delete_dropped_files(&forgotten, true).await;
+        self.delete_dropped_files(&forgotten).await;
         Ok(())
     }
 
@@ -141,7 +135,9 @@ impl Catalog {
             match self.forget_dropped(&ctx, &d.id).await {
                 Ok(forgotten) => {
                     n += 1;
-                    self.delete_dropped_files(&forgotten, forgotten.purge).await;
+                    if forgotten.purge {
+                        self.delete_dropped_files(&forgotten).await;
+                    }
                 }
                 // Undropped or purged meanwhile.
                 Err(CatalogError::NotFound { .. }) => {}
@@ -162,12 +158,9 @@ impl Catalog {
         }
     }
 
-    /// Deletes a forgotten object's files when `purge` says so, only inside its
-    /// catalog's allowed locations (and not at all if the catalog is gone).
-    async fn delete_dropped_files(&self, d: &DroppedObject, purge: bool) {
-        if !purge {
-            return;
-        }
+    /// Deletes a forgotten object's files (not at all if its catalog is gone: its
+    /// allowed locations and storage are unknown then).
+    async fn delete_dropped_files(&self, d: &DroppedObject) {
         let catalogs = match self.store.list_catalogs().await {
             Ok(catalogs) => catalogs,
             Err(e) => {
@@ -179,35 +172,13 @@ impl Catalog {
             tracing::warn!(dropped = %d.id, location = %d.location, "not purging: the dropped object's catalog is gone");
             return;
         };
-        // The location as the metadata spells it (the stored one is canonical, e.g.
-        // `azure://…` for an `abfss://` table), as a drop with purge deletes it.
-        let Some(location) = metadata_location_of(&d.metadata) else {
-            tracing::warn!(dropped = %d.id, "not purging: no location in the dropped metadata");
-            return;
-        };
-        if check_allowed(&record, &location).is_err() {
-            return;
-        }
-        if let Err(e) = self
-            .files
-            .for_catalog(&record)
-            .delete_prefix(&location)
-            .await
-        {
-            tracing::warn!(dropped = %d.id, error = %e, "purge could not delete all files");
+        match identity(d.kind, &d.metadata) {
+            Ok(identity) => self.purge_files(&record, &identity.location).await,
+            Err(e) => {
+                tracing::warn!(dropped = %d.id, error = %e, "not purging: unreadable metadata")
+            }
         }
     }
-}
-
-/// The `location` of a table's or view's metadata document.
-fn metadata_location_of(metadata: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Located {
-        location: String,
-    }
-    serde_json::from_str::<Located>(metadata)
-        .ok()
-        .map(|m| m.location)
 }
 
 fn describe(d: &DroppedObject) -> Value {

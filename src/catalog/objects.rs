@@ -24,8 +24,8 @@ pub(super) enum MetadataFiles {
     Existing,
 }
 
-/// The table or view flavour of a privilege.
-pub(super) fn privilege(kind: ObjectKind, table: Privilege, view: Privilege) -> Privilege {
+/// The table or view flavour of something (a privilege, an event's operation).
+pub(super) fn by_kind<T>(kind: ObjectKind, table: T, view: T) -> T {
     match kind {
         ObjectKind::Table => table,
         ObjectKind::View => view,
@@ -74,22 +74,47 @@ pub(super) fn to_value<T: serde::Serialize>(value: &T) -> CatalogResult<serde_js
     serde_json::to_value(value).map_err(CatalogError::internal)
 }
 
-/// A stored table's or view's uuid, read from its metadata document without building
-/// the whole model (drops and renames need only this).
-pub(super) fn stored_uuid(object: &StoredObject) -> CatalogResult<String> {
+/// What drops, renames, undrops and purges need of a stored table's or view's metadata
+/// document, read without building the whole model.
+pub(super) struct Identity {
+    pub uuid: String,
+    /// The location as the metadata spells it (the store keeps a canonical form, e.g.
+    /// `azure://…` for an `abfss://` table); files are deleted under this one.
+    pub location: String,
+}
+
+pub(super) fn identity(kind: ObjectKind, metadata: &str) -> CatalogResult<Identity> {
     #[derive(Deserialize)]
-    struct Uuids {
+    struct Parts {
         #[serde(rename = "table-uuid")]
         table: Option<String>,
         #[serde(rename = "view-uuid")]
         view: Option<String>,
+        location: String,
     }
-    let uuids: Uuids = serde_json::from_str(&object.metadata).map_err(CatalogError::internal)?;
-    let uuid = match object.kind {
-        ObjectKind::Table => uuids.table,
-        ObjectKind::View => uuids.view,
-    };
-    uuid.ok_or_else(|| CatalogError::internal(anyhow::anyhow!("stored metadata has no uuid")))
+    let parts: Parts = serde_json::from_str(metadata).map_err(CatalogError::internal)?;
+    let uuid = by_kind(kind, parts.table, parts.view)
+        .ok_or_else(|| CatalogError::internal(anyhow::anyhow!("stored metadata has no uuid")))?;
+    Ok(Identity {
+        uuid,
+        location: parts.location,
+    })
+}
+
+/// The event of a drop (also of a table replaced by a register over its name).
+pub(super) fn drop_event(
+    kind: ObjectKind,
+    ident: &Ident,
+    uuid: &str,
+    before: &str,
+    purge: bool,
+) -> Draft {
+    let operation = by_kind(kind, Operation::DropTable, Operation::DropView);
+    let event = Draft::object(operation, ident, uuid).with("metadata-location-before", before);
+    match kind {
+        ObjectKind::Table => event.with("purge", purge),
+        ObjectKind::View => event,
+    }
 }
 
 impl Catalog {
@@ -115,7 +140,7 @@ impl Catalog {
         kind: ObjectKind,
         list: &ListRequest,
     ) -> CatalogResult<Listed<Ident>> {
-        let list_privilege = privilege(kind, Privilege::TABLE_LIST, Privilege::VIEW_LIST);
+        let list_privilege = by_kind(kind, Privilege::TABLE_LIST, Privilege::VIEW_LIST);
         ctx.require(catalog, list_privilege, &Securable::namespace(namespace))?;
         let page = self
             .store
@@ -136,7 +161,7 @@ impl Catalog {
         event: Draft,
         outcome: impl Fn(&ObjectWrite) -> Outcome,
     ) -> CatalogResult<ObjectWrite> {
-        let create = privilege(write.kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
+        let create = by_kind(write.kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
         ctx.require(
             &catalog.name,
             create,
@@ -181,10 +206,10 @@ impl Catalog {
         parse: impl FnOnce(&[u8]) -> CatalogResult<Registered>,
         outcome: impl Fn(&ObjectWrite) -> Outcome,
     ) -> CatalogResult<ObjectWrite> {
-        let create = privilege(kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
+        let create = by_kind(kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
         ctx.require(catalog, create, &Securable::namespace(&ident.namespace))?;
         if overwrite {
-            let replace = privilege(
+            let replace = by_kind(
                 kind,
                 Privilege::TABLE_FULL_METADATA,
                 Privilege::VIEW_FULL_METADATA,
@@ -221,20 +246,10 @@ impl Catalog {
                         let mut events = Vec::new();
                         let mut expected = None;
                         if let Some(old) = replaced {
-                            let old_uuid = stored_uuid(&old)?;
+                            let old_uuid = identity(kind, &old.metadata)?.uuid;
                             if old_uuid != registered.uuid {
-                                let drop = match kind {
-                                    ObjectKind::Table => Operation::DropTable,
-                                    ObjectKind::View => Operation::DropView,
-                                };
-                                let mut event = Draft::object(drop, ident, &old_uuid).with(
-                                    "metadata-location-before",
-                                    old.metadata_location.clone(),
-                                );
-                                if kind == ObjectKind::Table {
-                                    event = event.with("purge", false);
-                                }
-                                events.push(event);
+                                let before = &old.metadata_location;
+                                events.push(drop_event(kind, ident, &old_uuid, before, false));
                             }
                             expected = Some(old.metadata_location);
                         }
@@ -247,10 +262,8 @@ impl Catalog {
                             location: canonical.clone(),
                             check_location: true,
                         };
-                        let operation = match kind {
-                            ObjectKind::Table => Operation::RegisterTable,
-                            ObjectKind::View => Operation::RegisterView,
-                        };
+                        let operation =
+                            by_kind(kind, Operation::RegisterTable, Operation::RegisterView);
                         events.push(write_event(operation, &write, &registered.uuid));
                         Ok(vec![Prepared { write, events }])
                     });
@@ -270,19 +283,16 @@ impl Catalog {
         from: &Ident,
         to: &Ident,
     ) -> CatalogResult<()> {
-        let drop = privilege(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
-        let create = privilege(kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
+        let drop = by_kind(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
+        let create = by_kind(kind, Privilege::TABLE_CREATE, Privilege::VIEW_CREATE);
         ctx.require(catalog, drop, &securable(kind, from))?;
         ctx.require(catalog, create, &Securable::namespace(&to.namespace))?;
         let record = self.get_catalog(catalog).await?;
         let _guards = self.commit_locks.lock(record.id, [from, to]).await;
-        let operation = match kind {
-            ObjectKind::Table => Operation::RenameTable,
-            ObjectKind::View => Operation::RenameView,
-        };
+        let operation = by_kind(kind, Operation::RenameTable, Operation::RenameView);
         let record = &record;
         self.with_object(record, kind, from, |object| async move {
-            let uuid = stored_uuid(&object)?;
+            let uuid = identity(kind, &object.metadata)?.uuid;
             let event = Draft::object(operation, from, &uuid)
                 .with("source", identifier_json(from))
                 .with("destination", identifier_json(to));
@@ -338,24 +348,16 @@ impl Catalog {
         ident: &Ident,
         purge: bool,
     ) -> CatalogResult<(CatalogRecord, StoredObject)> {
-        let drop = privilege(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
+        let drop = by_kind(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
         ctx.require(catalog, drop, &securable(kind, ident))?;
         let record = self.get_catalog(catalog).await?;
         let _guards = self.commit_locks.lock(record.id, [ident]).await;
-        let operation = match kind {
-            ObjectKind::Table => Operation::DropTable,
-            ObjectKind::View => Operation::DropView,
-        };
         let target = &record;
         let dropped = self
             .with_object(target, kind, ident, |object| async move {
                 let record = target;
-                let uuid = stored_uuid(&object)?;
-                let mut event = Draft::object(operation, ident, &uuid)
-                    .with("metadata-location-before", object.metadata_location.clone());
-                if kind == ObjectKind::Table {
-                    event = event.with("purge", purge);
-                }
+                let uuid = identity(kind, &object.metadata)?.uuid;
+                let mut event = drop_event(kind, ident, &uuid, &object.metadata_location, purge);
                 let retain = self.retention(purge);
                 if let Some(retention) = &retain {
                     event = event
@@ -399,6 +401,17 @@ impl Catalog {
         Ok(())
     }
 
+    /// Deletes everything under a dropped table's or view's location, only inside the
+    /// catalog's allowed locations; a failure is logged (the drop itself stands).
+    pub(super) async fn purge_files(&self, record: &CatalogRecord, location: &str) {
+        if check_allowed(record, location).is_err() {
+            return;
+        }
+        if let Err(e) = self.files.for_catalog(record).delete_prefix(location).await {
+            tracing::warn!(%location, error = %e, "purge could not delete all files");
+        }
+    }
+
     /// Best-effort removal of files this server wrote but will not point at.
     async fn remove_files_quietly(&self, catalog: &CatalogRecord, writes: &[ObjectWrite]) {
         let files = self.files.for_catalog(catalog);
@@ -410,10 +423,11 @@ impl Catalog {
     }
 
     /// The commit loop. `prepare` gets the current state of the objects, checks
-    /// requirements and applies updates (and drafts each write's event); the new metadata files are written (durably,
-    /// never over an existing file) and the store then swaps all pointers atomically if
-    /// none moved meanwhile, together with the request's idempotency record (whose
-    /// outcome `outcome` computes from the writes). An empty set of writes (nothing
+    /// requirements and applies updates (and drafts each write's events); the new
+    /// metadata files are written (durably, never over an existing file) and the store
+    /// then swaps all pointers atomically if none moved meanwhile, together with the
+    /// request's idempotency record (whose outcome `outcome` computes from the writes)
+    /// and the events. An empty set of writes (nothing
     /// changed) is returned without a store write.
     ///
     /// Commits to the same objects first queue on a lock in this process. The first

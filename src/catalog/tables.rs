@@ -18,7 +18,7 @@ use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
 use super::locations::{check_allowed, default_location, metadata_dir};
 use super::namespaces::namespace_missing;
-use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
+use super::objects::{identity, to_value, write_event, MetadataFiles, Prepared, Registered};
 pub use super::outcome::LoadedTable;
 use super::pagination::{ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
@@ -492,14 +492,8 @@ impl Catalog {
         // With a drop retention the files stay until it ends (undrop needs them); the
         // expirer purges them then.
         if purge && self.settings.drop_retention.is_zero() {
-            let location = parse_metadata(&dropped.metadata)?.location().to_string();
-            // Only ever delete inside the catalog's own locations.
-            if check_allowed(&record, &location).is_ok() {
-                let files = self.files.for_catalog(&record);
-                if let Err(e) = files.delete_prefix(&location).await {
-                    tracing::warn!(table = %ident, error = %e, "purge could not delete all files");
-                }
-            }
+            let location = identity(ObjectKind::Table, &dropped.metadata)?.location;
+            self.purge_files(&record, &location).await;
         }
         Ok(())
     }
