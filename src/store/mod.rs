@@ -460,6 +460,61 @@ impl CatalogRow {
     }
 }
 
+/// An object kind as both stores keep it (`table`, `view`).
+pub(crate) fn stored_kind(kind: &str) -> StoreResult<ObjectKind> {
+    ObjectKind::parse(kind)
+        .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("unknown object kind {kind}")))
+}
+
+/// Ready only when the schema has exactly this build's migrations (`applied` of them):
+/// a node must not serve a schema it does not know.
+pub(crate) fn check_schema(applied: usize, known: usize) -> StoreResult<()> {
+    if applied != known {
+        return Err(StoreError::Unavailable(format!(
+            "schema at migration {applied}, this build needs {known}"
+        )));
+    }
+    Ok(())
+}
+
+/// Columns of a dropped object's row, in the order both stores read them.
+pub(crate) const DROPPED_COLUMNS: &str = "id, catalog_id, namespace, name, kind, metadata_location, metadata, location, purge, dropped_ms, expires_ms";
+
+/// A dropped object's row as both stores read it (`DROPPED_COLUMNS`).
+pub(crate) struct DroppedRow {
+    pub id: String,
+    pub catalog: i64,
+    pub namespace: String,
+    pub name: String,
+    pub kind: String,
+    pub metadata_location: String,
+    pub metadata: String,
+    pub location: String,
+    pub purge: bool,
+    pub dropped_ms: i64,
+    pub expires_ms: i64,
+}
+
+impl DroppedRow {
+    pub(crate) fn into_dropped(self) -> StoreResult<DroppedObject> {
+        Ok(DroppedObject {
+            id: self.id,
+            catalog: CatalogId(self.catalog),
+            ident: Ident {
+                namespace: Namespace::from_key(&self.namespace),
+                name: self.name,
+            },
+            kind: stored_kind(&self.kind)?,
+            metadata_location: self.metadata_location,
+            metadata: self.metadata,
+            location: self.location,
+            purge: self.purge,
+            dropped_ms: self.dropped_ms,
+            expires_ms: self.expires_ms,
+        })
+    }
+}
+
 /// Cuts the one extra row a store fetched (it asks for `limit + 1`) and notes where the
 /// next page starts.
 pub(crate) fn page_of<T>(

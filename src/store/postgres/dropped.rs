@@ -5,8 +5,10 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use super::{int8, text, Attempt, Queries};
-use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
-use crate::store::{DroppedObject, Retention, StoreError, StoreResult, StoredObject};
+use crate::model::{CatalogId, Ident};
+use crate::store::{
+    DroppedObject, DroppedRow, Retention, StoreError, StoreResult, StoredObject, DROPPED_COLUMNS,
+};
 
 pub(super) const MIGRATION: &str = r#"
 CREATE TABLE dropped_objects (
@@ -26,27 +28,21 @@ CREATE INDEX dropped_by_catalog ON dropped_objects (catalog_id, dropped_ms);
 CREATE INDEX dropped_by_expiry ON dropped_objects (expires_ms)
 "#;
 
-const COLUMNS: &str = "id, catalog_id, namespace, name, kind, metadata_location, metadata, location, purge, dropped_ms, expires_ms";
-
 fn from_row(r: &Row) -> StoreResult<DroppedObject> {
-    let kind: String = r.get(4);
-    let namespace: String = r.get(2);
-    Ok(DroppedObject {
+    DroppedRow {
         id: r.get(0),
-        catalog: CatalogId(r.get(1)),
-        ident: Ident {
-            namespace: Namespace::from_key(&namespace),
-            name: r.get(3),
-        },
-        kind: ObjectKind::parse(&kind)
-            .ok_or_else(|| anyhow::anyhow!("unknown object kind {kind}"))?,
+        catalog: r.get(1),
+        namespace: r.get(2),
+        name: r.get(3),
+        kind: r.get(4),
         metadata_location: r.get(5),
         metadata: r.get(6),
         location: r.get(7),
         purge: r.get(8),
         dropped_ms: r.get(9),
         expires_ms: r.get(10),
-    })
+    }
+    .into_dropped()
 }
 
 fn boolean(value: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
@@ -66,7 +62,7 @@ pub(super) async fn retain(
 ) -> Attempt<()> {
     let ns = ident.namespace.key();
     q.execute_all_typed(
-        &format!("INSERT INTO dropped_objects ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
+        &format!("INSERT INTO dropped_objects ({DROPPED_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"),
         &[
             text(&retention.id),
             int8(&catalog.0),
@@ -94,7 +90,7 @@ pub(super) async fn take(
     let catalog = catalog.map(|c| c.0);
     let row = q
         .query_opt_typed(
-            &format!("DELETE FROM dropped_objects WHERE id = $1 AND ($2::BIGINT IS NULL OR catalog_id = $2) RETURNING {COLUMNS}"),
+            &format!("DELETE FROM dropped_objects WHERE id = $1 AND ($2::BIGINT IS NULL OR catalog_id = $2) RETURNING {DROPPED_COLUMNS}"),
             &[text(&id), int8(&catalog)],
         )
         .await?;
@@ -116,7 +112,7 @@ pub(super) async fn list(q: &impl Queries, catalog: &str) -> Attempt<Option<Vec<
     let rows = q
         .query_all_typed(
             &format!(
-                "SELECT {COLUMNS} FROM dropped_objects WHERE catalog_id = $1
+                "SELECT {DROPPED_COLUMNS} FROM dropped_objects WHERE catalog_id = $1
                  ORDER BY dropped_ms DESC, id DESC"
             ),
             &[int8(&id)],
@@ -132,7 +128,7 @@ pub(super) async fn list(q: &impl Queries, catalog: &str) -> Attempt<Option<Vec<
 pub(super) async fn get(q: &impl Queries, id: &str) -> Attempt<Option<DroppedObject>> {
     let row = q
         .query_opt_typed(
-            &format!("SELECT {COLUMNS} FROM dropped_objects WHERE id = $1"),
+            &format!("SELECT {DROPPED_COLUMNS} FROM dropped_objects WHERE id = $1"),
             &[text(&id)],
         )
         .await?;
@@ -147,7 +143,7 @@ pub(super) async fn expired(
     let limit = limit as i64;
     let rows = q
         .query_all_typed(
-            &format!("SELECT {COLUMNS} FROM dropped_objects WHERE expires_ms < $1 ORDER BY expires_ms LIMIT $2"),
+            &format!("SELECT {DROPPED_COLUMNS} FROM dropped_objects WHERE expires_ms < $1 ORDER BY expires_ms LIMIT $2"),
             &[int8(&now_ms), int8(&limit)],
         )
         .await?;

@@ -32,7 +32,7 @@ mod writes;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::store::SecurityDocument;
+use crate::store::{check_schema, stored_kind, SecurityDocument};
 use anyhow::Context;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -366,8 +366,7 @@ fn stored_object(
     metadata: String,
 ) -> StoreResult<StoredObject> {
     Ok(StoredObject {
-        kind: ObjectKind::parse(kind)
-            .ok_or_else(|| anyhow::anyhow!("unknown object kind {kind}"))?,
+        kind: stored_kind(kind)?,
         metadata_location,
         metadata,
     })
@@ -439,13 +438,7 @@ impl Store for PostgresStore {
                 Ok(row.get(0))
             })
             .await?;
-        if applied as usize != MIGRATIONS.len() {
-            return Err(StoreError::Unavailable(format!(
-                "schema at migration {applied}, this build needs {}",
-                MIGRATIONS.len()
-            )));
-        }
-        Ok(())
+        check_schema(applied as usize, MIGRATIONS.len())
     }
 
     fn kind(&self) -> &'static str {

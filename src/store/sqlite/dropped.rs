@@ -4,8 +4,10 @@
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::internal;
-use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
-use crate::store::{DroppedObject, Retention, StoreError, StoreResult, StoredObject};
+use crate::model::{CatalogId, Ident};
+use crate::store::{
+    DroppedObject, DroppedRow, Retention, StoreError, StoreResult, StoredObject, DROPPED_COLUMNS,
+};
 
 pub(super) const MIGRATION: &str = r#"
 CREATE TABLE dropped_objects (
@@ -25,55 +27,19 @@ CREATE INDEX dropped_by_catalog ON dropped_objects (catalog_id, dropped_ms);
 CREATE INDEX dropped_by_expiry ON dropped_objects (expires_ms);
 "#;
 
-const COLUMNS: &str = "id, catalog_id, namespace, name, kind, metadata_location, metadata, location, purge, dropped_ms, expires_ms";
-
-fn from_row(r: &rusqlite::Row) -> rusqlite::Result<(DroppedRow, String)> {
-    Ok((
-        DroppedRow {
-            id: r.get(0)?,
-            catalog: r.get(1)?,
-            namespace: r.get(2)?,
-            name: r.get(3)?,
-            metadata_location: r.get(5)?,
-            metadata: r.get(6)?,
-            location: r.get(7)?,
-            purge: r.get(8)?,
-            dropped_ms: r.get(9)?,
-            expires_ms: r.get(10)?,
-        },
-        r.get(4)?,
-    ))
-}
-
-struct DroppedRow {
-    id: String,
-    catalog: i64,
-    namespace: String,
-    name: String,
-    metadata_location: String,
-    metadata: String,
-    location: String,
-    purge: bool,
-    dropped_ms: i64,
-    expires_ms: i64,
-}
-
-fn into_dropped((row, kind): (DroppedRow, String)) -> StoreResult<DroppedObject> {
-    Ok(DroppedObject {
-        id: row.id,
-        catalog: CatalogId(row.catalog),
-        ident: Ident {
-            namespace: Namespace::from_key(&row.namespace),
-            name: row.name,
-        },
-        kind: ObjectKind::parse(&kind)
-            .ok_or_else(|| anyhow::anyhow!("unknown object kind {kind}"))?,
-        metadata_location: row.metadata_location,
-        metadata: row.metadata,
-        location: row.location,
-        purge: row.purge,
-        dropped_ms: row.dropped_ms,
-        expires_ms: row.expires_ms,
+fn from_row(r: &rusqlite::Row) -> rusqlite::Result<DroppedRow> {
+    Ok(DroppedRow {
+        id: r.get(0)?,
+        catalog: r.get(1)?,
+        namespace: r.get(2)?,
+        name: r.get(3)?,
+        kind: r.get(4)?,
+        metadata_location: r.get(5)?,
+        metadata: r.get(6)?,
+        location: r.get(7)?,
+        purge: r.get(8)?,
+        dropped_ms: r.get(9)?,
+        expires_ms: r.get(10)?,
     })
 }
 
@@ -88,7 +54,7 @@ pub(super) fn retain(
     now_ms: i64,
 ) -> StoreResult<()> {
     tx.execute(
-        &format!("INSERT INTO dropped_objects ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+        &format!("INSERT INTO dropped_objects ({DROPPED_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
         params![
             retention.id,
             catalog.0,
@@ -115,13 +81,13 @@ pub(super) fn take(
 ) -> StoreResult<DroppedObject> {
     let row = tx
         .query_row(
-            &format!("DELETE FROM dropped_objects WHERE id = ?1 AND (?2 IS NULL OR catalog_id = ?2) RETURNING {COLUMNS}"),
+            &format!("DELETE FROM dropped_objects WHERE id = ?1 AND (?2 IS NULL OR catalog_id = ?2) RETURNING {DROPPED_COLUMNS}"),
             params![id, catalog.map(|c| c.0)],
             from_row,
         )
         .optional()
         .map_err(internal)?;
-    row.map(into_dropped)
+    row.map(DroppedRow::into_dropped)
         .transpose()?
         .ok_or_else(|| StoreError::DroppedMissing(id.to_string()))
 }
@@ -129,20 +95,20 @@ pub(super) fn take(
 pub(super) fn list(conn: &Connection, catalog: CatalogId) -> StoreResult<Vec<DroppedObject>> {
     let rows: Vec<_> = conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM dropped_objects WHERE catalog_id = ?1 ORDER BY dropped_ms DESC, id DESC"
+            "SELECT {DROPPED_COLUMNS} FROM dropped_objects WHERE catalog_id = ?1 ORDER BY dropped_ms DESC, id DESC"
         ))
         .and_then(|mut s| s.query_map([catalog.0], from_row)?.collect())
         .map_err(internal)?;
-    rows.into_iter().map(into_dropped).collect()
+    rows.into_iter().map(DroppedRow::into_dropped).collect()
 }
 
 pub(super) fn get(conn: &Connection, id: &str) -> StoreResult<Option<DroppedObject>> {
     conn.prepare_cached(&format!(
-        "SELECT {COLUMNS} FROM dropped_objects WHERE id = ?1"
+        "SELECT {DROPPED_COLUMNS} FROM dropped_objects WHERE id = ?1"
     ))
     .and_then(|mut s| s.query_row([id], from_row).optional())
     .map_err(internal)?
-    .map(into_dropped)
+    .map(DroppedRow::into_dropped)
     .transpose()
 }
 
@@ -153,9 +119,9 @@ pub(super) fn expired(
 ) -> StoreResult<Vec<DroppedObject>> {
     let rows: Vec<_> = conn
         .prepare_cached(&format!(
-            "SELECT {COLUMNS} FROM dropped_objects WHERE expires_ms < ?1 ORDER BY expires_ms LIMIT ?2"
+            "SELECT {DROPPED_COLUMNS} FROM dropped_objects WHERE expires_ms < ?1 ORDER BY expires_ms LIMIT ?2"
         ))
         .and_then(|mut s| s.query_map(params![now_ms, limit as i64], from_row)?.collect())
         .map_err(internal)?;
-    rows.into_iter().map(into_dropped).collect()
+    rows.into_iter().map(DroppedRow::into_dropped).collect()
 }

@@ -16,7 +16,7 @@ mod writes;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use crate::store::SecurityDocument;
+use crate::store::{check_schema, stored_kind, SecurityDocument};
 use anyhow::Context;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -257,8 +257,7 @@ pub(super) fn stored_object(
     metadata: String,
 ) -> StoreResult<StoredObject> {
     Ok(StoredObject {
-        kind: ObjectKind::parse(&kind)
-            .ok_or_else(|| anyhow::anyhow!("unknown object kind {kind}"))?,
+        kind: stored_kind(&kind)?,
         metadata_location,
         metadata,
     })
@@ -293,13 +292,7 @@ impl Store for SqliteStore {
             conn.query_row("PRAGMA user_version", [], |r| r.get(0))
                 .map_err(internal)
         })?;
-        if applied != MIGRATIONS.len() {
-            return Err(StoreError::Unavailable(format!(
-                "schema at migration {applied}, this build needs {}",
-                MIGRATIONS.len()
-            )));
-        }
-        Ok(())
+        check_schema(applied, MIGRATIONS.len())
     }
 
     fn kind(&self) -> &'static str {
