@@ -26,6 +26,7 @@ use super::fixtures::table_body;
 use super::report::Report;
 use super::stats::{histogram, put};
 use super::target::{Paths, Target};
+use crate::events::sinks::SinkUrl;
 
 #[derive(Debug, Clone)]
 pub struct EventsBenchSettings {
@@ -248,28 +249,29 @@ fn receive(seen: &Mutex<Seen>, payload: &[u8]) {
     }
 }
 
-/// Subscribes at the end of the log and records what arrives, until aborted.
+/// Subscribes at the end of the log (the stream or topic the sink URL names, as the
+/// relay reads it) and records what arrives, until aborted.
 async fn start_consumer(
     sink: &str,
     seen: Arc<Mutex<Seen>>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let url = url::Url::parse(sink).with_context(|| format!("--sink {sink}"))?;
-    let host = url.host_str().unwrap_or("127.0.0.1").to_string();
-    match url.scheme() {
-        "nats" => {
+    match SinkUrl::parse(sink)? {
+        SinkUrl::Nats {
+            server,
+            stream,
+            subject,
+        } => {
             use async_nats::jetstream::{self, consumer};
-            let client =
-                async_nats::connect(format!("{host}:{}", url.port().unwrap_or(4222))).await?;
+            let client = async_nats::connect(server).await?;
             let js = jetstream::new(client);
-            let stream = js
-                .get_stream("FLOE_EVENTS")
-                .await
-                .context("the FLOE_EVENTS stream (is the server relaying to this NATS?)")?;
+            let stream = js.get_stream(&stream).await.with_context(|| {
+                format!("the {stream} stream (is the server relaying to this NATS?)")
+            })?;
             let consumer = stream
                 .create_consumer(consumer::pull::Config {
                     deliver_policy: consumer::DeliverPolicy::New,
                     ack_policy: consumer::AckPolicy::None,
-                    filter_subject: "floe.events.table.>".into(),
+                    filter_subject: format!("{subject}.table.>"),
                     ..Default::default()
                 })
                 .await?;
@@ -280,28 +282,21 @@ async fn start_consumer(
                 }
             }))
         }
-        "kafka" => {
+        SinkUrl::Kafka { bootstrap, topic } => {
             use rdkafka::consumer::{Consumer, StreamConsumer};
             use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
-            let bootstrap = sink
-                .trim_start_matches("kafka://")
-                .split(['?', '/'])
-                .next()
-                .unwrap_or_default()
-                .to_string();
             let consumer: StreamConsumer = ClientConfig::new()
                 .set("bootstrap.servers", &bootstrap)
                 .set("group.id", format!("floe-bench-{}", uuid::Uuid::now_v7()))
                 .set("enable.auto.commit", "false")
                 .create()?;
-            let topic = "floe-events";
             let metadata = consumer
-                .fetch_metadata(Some(topic), Duration::from_secs(10))
+                .fetch_metadata(Some(&topic), Duration::from_secs(10))
                 .context("Kafka metadata (is the server relaying to this broker?)")?;
             let mut partitions = TopicPartitionList::new();
             for t in metadata.topics() {
                 for p in t.partitions() {
-                    partitions.add_partition_offset(topic, p.id(), Offset::End)?;
+                    partitions.add_partition_offset(&topic, p.id(), Offset::End)?;
                 }
             }
             anyhow::ensure!(
@@ -318,6 +313,8 @@ async fn start_consumer(
                 }
             }))
         }
-        other => anyhow::bail!("--sink: nats://, kafka:// or none, not {other}"),
+        SinkUrl::Webhook(_) => {
+            anyhow::bail!("--sink: nats://, kafka:// or none (a webhook cannot be consumed)")
+        }
     }
 }
