@@ -528,6 +528,29 @@ def verdict(fleet: Fleet, ledger: ec.Ledger, workload: Workload, broker) -> None
     assert kinds.get("append", {}).get(REJECTED, 0) > 0, f"no contended append was rejected: {kinds}"
 
 
+def run_with_faults(nodes, warehouse: str, broker, faults) -> None:
+    """Runs the workload on `nodes` for RUN_S while `faults(fleet, s, pending)` follows
+    its schedule (written for a 26 s run: `s` scales it; a broker start still under way
+    goes in `pending`), then checks what the broker delivered."""
+    fleet = Fleet(nodes)
+    ledger = ec.Ledger()
+    workload = Workload(fleet, ledger, warehouse)
+    workload.setup()
+    fleet.started = ledger.started = time.monotonic()
+    fleet.note(f"workload starts ({sum(WORKERS.values())} client threads, {RUN_S:.0f}s)")
+    workload.start()
+    pending: list = []
+    try:
+        faults(fleet, RUN_S / 26.0, pending)
+        sleep_until(fleet, RUN_S)
+    finally:
+        workload.finish()
+        fleet.note("workload stopped")
+        for starting in pending:
+            join_broker(starting)
+    verdict(fleet, ledger, workload, broker)
+
+
 def test_two_nodes_on_postgres(floe_binary, broker, _mn_tmp):
     """Two nodes over PostgreSQL: the relay holder killed, the broker restarted, and the
     next holder killed while the broker is down."""
@@ -537,16 +560,8 @@ def test_two_nodes_on_postgres(floe_binary, broker, _mn_tmp):
         n.extra_args += events_args(broker)
     try:
         cluster.start()
-        fleet = Fleet(cluster.nodes)
-        ledger = ec.Ledger()
-        workload = Workload(fleet, ledger, cluster.warehouse)
-        workload.setup()
-        fleet.started = ledger.started = time.monotonic()
-        fleet.note(f"workload starts ({sum(WORKERS.values())} client threads, {RUN_S:.0f}s)")
-        workload.start()
-        starting = None
-        try:
-            s = RUN_S / 26.0  # the schedule below is for a 26 s run
+
+        def faults(fleet: Fleet, s: float, pending: list) -> None:
             sleep_until(fleet, 4 * s)
             h1 = wait_for_holder(cluster.nodes, None, 10) or cluster.nodes[0]
             fleet.note(f"relay lease held by {h1.name}")
@@ -562,15 +577,11 @@ def test_two_nodes_on_postgres(floe_binary, broker, _mn_tmp):
             fleet.note(f"relay lease held by {h2.name}")
             fleet.kill(h2)
             sleep_until(fleet, 16 * s)
-            starting = restart_broker_up(broker, fleet)
+            pending.append(restart_broker_up(broker, fleet))
             sleep_until(fleet, 19 * s)
             fleet.restart(h2)
-            sleep_until(fleet, RUN_S)
-        finally:
-            workload.finish()
-            fleet.note("workload stopped")
-            join_broker(starting)
-        verdict(fleet, ledger, workload, broker)
+
+        run_with_faults(cluster.nodes, cluster.warehouse, broker, faults)
     finally:
         cluster.stop()
 
@@ -586,16 +597,8 @@ def test_embedded_node(broker):
     live_nodes.append(node)
     try:
         node.start()
-        fleet = Fleet([node])
-        ledger = ec.Ledger()
-        workload = Workload(fleet, ledger, node.warehouse)
-        workload.setup()
-        fleet.started = ledger.started = time.monotonic()
-        fleet.note(f"workload starts ({sum(WORKERS.values())} client threads, {RUN_S:.0f}s)")
-        workload.start()
-        starting = None
-        try:
-            s = RUN_S / 26.0
+
+        def faults(fleet: Fleet, s: float, pending: list) -> None:
             sleep_until(fleet, 5 * s)
             fleet.kill(node)
             sleep_until(fleet, 6 * s)
@@ -607,13 +610,9 @@ def test_embedded_node(broker):
             sleep_until(fleet, 14 * s)
             fleet.restart(node)
             sleep_until(fleet, 16 * s)
-            starting = restart_broker_up(broker, fleet)
-            sleep_until(fleet, RUN_S)
-        finally:
-            workload.finish()
-            fleet.note("workload stopped")
-            join_broker(starting)
-        verdict(fleet, ledger, workload, broker)
+            pending.append(restart_broker_up(broker, fleet))
+
+        run_with_faults([node], node.warehouse, broker, faults)
     finally:
         node.terminate()
         if node in live_nodes:
