@@ -572,6 +572,37 @@ async fn revocations_take_effect_on_the_next_request() {
     )
     .await
     .error(400, "BadRequestException");
+    // A grant names something that exists (404 otherwise, as in Polaris): nothing is
+    // granted on a name that a later table could take.
+    for (bad, missing) in [
+        (
+            json!({"type": "namespace", "namespace": ["nope"], "privilege": "NAMESPACE_LIST"}),
+            "NoSuchNamespaceException",
+        ),
+        (
+            json!({"type": "table", "namespace": ["db"], "tableName": "nope", "privilege": "TABLE_READ_DATA"}),
+            "NoSuchTableException",
+        ),
+        (
+            json!({"type": "view", "namespace": ["db"], "viewName": "nope", "privilege": "VIEW_LIST"}),
+            "NoSuchViewException",
+        ),
+    ] {
+        root.put(
+            &format!("{MGMT}/catalogs/default/catalog-roles/p_role/grants"),
+            &json!({ "grant": bad }),
+        )
+        .await
+        .error(404, missing);
+    }
+    let after = root
+        .get(&format!(
+            "{MGMT}/catalogs/default/catalog-roles/p_role/grants"
+        ))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(after["grants"], json!([grant]));
 }
 
 #[tokio::test]

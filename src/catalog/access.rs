@@ -17,7 +17,7 @@ use crate::auth::state::{
     CatalogRoleRecord, PrincipalRecord, PrincipalRoleRecord, SecurityState, CATALOG_ADMIN, ROOT,
     SERVICE_ADMIN,
 };
-use crate::model::{now_ms, Properties};
+use crate::model::{now_ms, Ident, Namespace, ObjectKind, Properties};
 use crate::store::Mutation;
 
 /// Longest principal or role name.
@@ -508,6 +508,9 @@ impl Catalog {
             Privilege::CATALOG_MANAGE_ACCESS,
             &Securable::Catalog,
         )?;
+        if add {
+            self.check_securable(catalog, &grant.securable).await?;
+        }
         let outcome = if add {
             Outcome::Json {
                 status: 201,
@@ -536,5 +539,33 @@ impl Catalog {
             Ok(((), outcome.clone()))
         })
         .await
+    }
+
+    /// A grant names a namespace, table or view that exists (404 otherwise, as Polaris
+    /// answers): a grant on a name nothing has would silently apply to whatever is
+    /// created under that name later. Revoking needs no check (the grant must exist).
+    async fn check_securable(&self, catalog: &str, securable: &Securable) -> CatalogResult<()> {
+        let namespace_of = |levels: &Vec<String>| Namespace::new(levels.clone());
+        let (namespace, object) = match securable {
+            Securable::Catalog => return Ok(()),
+            Securable::Namespace { namespace } => (namespace_of(namespace)?, None),
+            Securable::Table { namespace, name } => {
+                (namespace_of(namespace)?, Some((ObjectKind::Table, name)))
+            }
+            Securable::View { namespace, name } => {
+                (namespace_of(namespace)?, Some((ObjectKind::View, name)))
+            }
+        };
+        let Some((kind, name)) = object else {
+            return match self.store.get_namespace(catalog, &namespace).await? {
+                Some(_) => Ok(()),
+                None => Err(super::namespaces::namespace_missing(&namespace)),
+            };
+        };
+        let ident = Ident::new(namespace, name.clone())?;
+        match self.store.load_object(catalog, &ident).await? {
+            Some(found) if found.kind == kind => Ok(()),
+            _ => Err(super::error::object_missing(kind, &ident)),
+        }
     }
 }

@@ -313,8 +313,28 @@ def grants(floe) -> list[dict]:
     return json_lines(ok(floe, "privileges", "list", "--catalog", CAT, "--catalog-role", CATALOG_ROLE))
 
 
+def as_root(floe, method, path, body) -> requests.Response:
+    r = token(floe, ROOT_ID, ROOT_SECRET)
+    assert r.status_code == 200, r.text
+    headers = {"Authorization": "Bearer " + r.json()["access_token"]}
+    return requests.request(method, floe["base"] + path, headers=headers, json=body, timeout=10)
+
+
 def test_privileges_grant_and_list(floe):
     role = ["--catalog", CAT, "--catalog-role", CATALOG_ROLE]
+    # Grants name objects that exist (as in Polaris): the CLI's grant on a missing table
+    # fails, so the table and view are created first, over REST.
+    r = polaris(floe, "privileges", "table", "grant", *role, "--namespace", NS, "--table", "t1",
+                "TABLE_READ_DATA")
+    assert r.returncode != 0 and "NoSuchTableException" in r.stderr + r.stdout
+    schema = {"type": "struct", "fields": [{"id": 1, "name": "x", "type": "long", "required": False}]}
+    r = as_root(floe, "POST", f"/api/catalog/v1/{CAT}/namespaces/{NS}/tables", {"name": "t1", "schema": schema})
+    assert r.status_code == 200, r.text
+    r = as_root(floe, "POST", f"/api/catalog/v1/{CAT}/namespaces/{NS}/views", {
+        "name": "v1", "schema": schema, "properties": {},
+        "view-version": {"version-id": 1, "timestamp-ms": 1, "schema-id": 0, "default-namespace": [NS],
+                         "summary": {}, "representations": [{"type": "sql", "sql": "SELECT 1", "dialect": "spark"}]}})
+    assert r.status_code == 200, r.text
     ok(floe, "privileges", "catalog", "grant", *role, "NAMESPACE_LIST")
     ok(floe, "privileges", "catalog", "grant", *role, "CATALOG_MANAGE_CONTENT")
     ok(floe, "privileges", "namespace", "grant", *role, "--namespace", NS, "TABLE_LIST")
@@ -415,6 +435,10 @@ def test_principal_role_revoke(floe):
 
 # --------------------------------------------------------------------------- deletes
 def test_namespace_delete(floe):
+    # The table and view made for the grants go first (the CLI has no table commands).
+    for kind, name in (("tables", "t1"), ("views", "v1")):
+        r = as_root(floe, "DELETE", f"/api/catalog/v1/{CAT}/namespaces/{NS}/{kind}/{name}", None)
+        assert r.status_code == 204, r.text
     for ns in (NS_CHILD, NS, NS_OTHER):
         ok(floe, "namespaces", "delete", "--catalog", CAT, ns)
     assert json_lines(ok(floe, "namespaces", "list", "--catalog", CAT)) == []
