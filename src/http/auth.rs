@@ -53,12 +53,13 @@ impl Default for AuthSettings {
     }
 }
 
-/// Paths served without a token.
+/// Paths served without a token: probes, metrics, the token endpoint, and the console's
+/// files and API documents (the same for everyone; the console's calls carry a token).
 fn is_public(path: &str) -> bool {
     matches!(
         path,
         "/healthz" | "/readyz" | "/metrics" | "/v1/oauth/tokens" | "/api/catalog/v1/oauth/tokens"
-    )
+    ) || super::console::is_console_path(path)
 }
 
 /// Turns the bearer token into the request's principal and access (extensions read by

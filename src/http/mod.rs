@@ -11,6 +11,7 @@
 //!   the `Idempotency-Key` layer; `outcome`: rendering of catalog outcomes.
 //! - `error`: the single mapping of errors to statuses and Iceberg exception types.
 //! - `access_log`: the per-request log line, written off the request path.
+//! - `console`: the web console (`/ui`) and the OpenAPI documents (`/openapi`), embedded.
 //!
 //! Authentication belongs in a layer here that turns a token into a `Principal` in the
 //! request's extensions (`Ctx` picks it up). Authorization does not: it needs the
@@ -19,6 +20,7 @@
 pub mod access_log;
 pub mod auth;
 mod config;
+mod console;
 pub mod context;
 mod dropped;
 pub mod error;
@@ -88,6 +90,7 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
+        .merge(console::routes())
         // A route layer, added before the 405 fallback, so that the fallback stays outside
         // it: an undeclared method is a 405 even when it carries a reused Idempotency-Key.
         .route_layer(idempotency::IdempotencyLayer(state.clone()))

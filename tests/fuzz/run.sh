@@ -7,7 +7,7 @@
 # when that file changes), (b) start "$FLOE_BIN serve" on a free loopback port with a fresh
 # data dir, wait for /healthz, log in as the root principal and seed a namespace `fuzz`
 # (with a child `fuzz.child`), a table `fuzz.t` and a view `fuzz.v`, (c) run schemathesis on
-# the spec copy tests/fuzz/rest-catalog-open-api.yaml with a fixed seed and a bounded number
+# the spec copy docs/openapi/iceberg-rest-catalog.json (the one /openapi serves) with a fixed seed and a bounded number
 # of examples, (d) stop the server and judge.
 #
 # The last line is "N passed, N failed": API operations (plus schemathesis's "Stateful
@@ -39,7 +39,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 FUZZ_DIR="$ROOT/tests/fuzz"
-SPEC="$FUZZ_DIR/rest-catalog-open-api.yaml"
+SPEC="$ROOT/docs/openapi/iceberg-rest-catalog.json"
 REQ="$FUZZ_DIR/requirements.txt"
 VENV="$ROOT/.cache/fuzz-venv"
 
