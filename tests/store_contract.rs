@@ -86,6 +86,7 @@ contract!(
     relay_leases_fence_other_holders,
     events_expire_only_once_relayed,
     dropped_objects_can_be_undropped_or_forgotten,
+    concurrent_writes_fail_alone,
 );
 
 // ---------------------------------------------------------------------------------
@@ -1228,4 +1229,86 @@ async fn dropped_objects_can_be_undropped_or_forgotten(store: Arc<dyn Store>) {
             .await,
         Err(StoreError::DroppedMissing(_))
     ));
+}
+
+/// Many writes at once (the embedded store commits them in groups, PostgreSQL in
+/// parallel): the ones that fail (stale compare-and-swaps, a name taken twice) fail alone,
+/// with their events, and every other write commits with its own.
+async fn concurrent_writes_fail_alone(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    let mut create_t = batch(Mutation::CommitObjects {
+        catalog: c.id,
+        writes: vec![first.clone()],
+    });
+    create_t.events = events_for(&c, vec![Draft::object(Operation::CreateTable, &t, "t")]);
+    store.write(create_t).await.unwrap();
+    const EACH: usize = 24;
+    let mut tasks = Vec::new();
+    for i in 0..EACH {
+        // Every one of these swaps from the same version: one wins.
+        let swap = update(&first, &first.metadata_location, i as u32 + 1);
+        let mut cas = batch(Mutation::CommitObjects {
+            catalog: c.id,
+            writes: vec![swap],
+        });
+        cas.events = events_for(&c, vec![Draft::object(Operation::UpdateTable, &t, "t")]);
+        // Distinct new tables, plus one name (`dup`) that several try to take.
+        let name = if i % 6 == 0 {
+            "dup".to_string()
+        } else {
+            format!("n{i}")
+        };
+        let new = ident(&["db"], &name);
+        let mut make = batch(Mutation::CommitObjects {
+            catalog: c.id,
+            writes: vec![create(ObjectKind::Table, &new, &format!("{name}_{i}"))],
+        });
+        make.events = events_for(&c, vec![Draft::object(Operation::CreateTable, &new, &name)]);
+        for b in [cas, make] {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move { store.write(b).await }));
+        }
+    }
+    let mut won = 0;
+    let mut conflicts = 0;
+    let mut created = 0;
+    let mut taken = 0;
+    for (i, task) in tasks.into_iter().enumerate() {
+        match (i % 2, task.await.unwrap()) {
+            (0, Ok(_)) => won += 1,
+            (0, Err(StoreError::Conflict)) => conflicts += 1,
+            (1, Ok(_)) => created += 1,
+            (1, Err(StoreError::ObjectExists { .. })) => taken += 1,
+            (_, other) => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    let dups = EACH.div_ceil(6);
+    assert_eq!((won, conflicts), (1, EACH - 1));
+    assert_eq!((created, taken), (EACH - dups + 1, dups - 1));
+    // Exactly the committed writes have events: the create of t, the winning swap, and
+    // one create per new table; positions have no gaps.
+    let events = all_events(&store).await;
+    let updates = events
+        .iter()
+        .filter(|e| e.operation == "update-table")
+        .count();
+    let creates = events
+        .iter()
+        .filter(|e| e.operation == "create-table")
+        .count();
+    assert_eq!((updates, creates), (1, 1 + created));
+    let positions: Vec<i64> = events.iter().map(|e| e.position).collect();
+    assert_eq!(positions, (1..=events.len() as i64).collect::<Vec<_>>());
+    let listed = store
+        .list_objects(
+            "c",
+            &ns(&["db"]),
+            ObjectKind::Table,
+            &PageRequest::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1 + created);
 }

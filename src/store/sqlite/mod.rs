@@ -6,10 +6,13 @@
 //! power loss as well as process death.
 //!
 //! - `mod.rs`: connections, schema, reads and the `Store` impl.
+//! - `group.rs`: group commit: concurrent write batches share one transaction and its
+//!   fsyncs, each in its own savepoint.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 
 mod dropped;
+mod group;
 mod outbox;
 mod writes;
 
@@ -110,6 +113,7 @@ pub struct SqliteStore {
     path: Arc<Path>,
     writer: Arc<Mutex<Connection>>,
     readers: Arc<Mutex<Vec<Connection>>>,
+    committer: Arc<group::GroupCommitter>,
 }
 
 fn open_connection(path: &Path) -> anyhow::Result<Connection> {
@@ -134,9 +138,11 @@ impl SqliteStore {
     pub fn open(path: &Path) -> anyhow::Result<Self> {
         let mut conn = open_connection(path)?;
         migrate(&mut conn)?;
+        let writer = Arc::new(Mutex::new(conn));
         Ok(SqliteStore {
             path: Arc::from(path),
-            writer: Arc::new(Mutex::new(conn)),
+            committer: Arc::new(group::GroupCommitter::start(writer.clone())?),
+            writer,
             readers: Arc::new(Mutex::new(Vec::new())),
         })
     }
@@ -158,11 +164,10 @@ impl SqliteStore {
         result
     }
 
-    /// Applies a batch in one IMMEDIATE transaction on the writer, off the async threads
-    /// (the commit waits for fsync); commits only when every part succeeds.
+    /// Applies a batch atomically, off the async threads (the commit waits for fsync),
+    /// in the next group commit (`group`): all of it or nothing, durable when it returns.
     async fn apply(&self, batch: WriteBatch) -> StoreResult<Applied> {
-        self.in_transaction(move |tx| writes::apply(tx, &batch))
-            .await
+        self.committer.apply(batch).await
     }
 
     /// Runs `f` in one IMMEDIATE transaction on the writer, on a blocking thread.

@@ -1,0 +1,136 @@
+//! Group commit: the write batches that arrive while a commit is on disk share the next
+//! transaction, and so its one round of fsyncs.
+//!
+//! One thread owns the commit path. It takes the first waiting batch, then every batch
+//! already queued behind it (up to [`MAX_GROUP`]), applies each inside its own SAVEPOINT
+//! of one IMMEDIATE transaction, commits once, and only then answers each caller. So:
+//! - durability is unchanged: nothing is acknowledged before its COMMIT is on disk;
+//! - a batch that fails (a stale requirement, a name taken, a reused idempotency key) is
+//!   rolled back to its savepoint and fails alone; the others still commit;
+//! - batches apply in arrival order, each seeing the ones before it, exactly as if they
+//!   had committed one by one (positions in the event outbox stay in commit order);
+//! - under no load a group is one batch, and costs what a lone transaction did.
+//!
+//! If the COMMIT itself fails, every batch of the group fails (none was acknowledged).
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, TransactionBehavior};
+use tokio::sync::oneshot;
+
+use super::writes;
+use crate::store::{Applied, StoreError, StoreResult, WriteBatch};
+
+/// Most batches one transaction takes: bounds a group's latency and its rollback work.
+pub(super) const MAX_GROUP: usize = 256;
+
+struct Job {
+    batch: WriteBatch,
+    reply: oneshot::Sender<StoreResult<Applied>>,
+}
+
+/// The queue in front of the commit thread.
+pub(super) struct GroupCommitter {
+    queue: mpsc::Sender<Job>,
+}
+
+impl GroupCommitter {
+    /// Starts the commit thread over the store's writer connection (which other, rarer
+    /// writes, such as relay leases, also lock for their own transactions).
+    pub(super) fn start(writer: Arc<Mutex<Connection>>) -> std::io::Result<Self> {
+        let (queue, jobs) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("floe-sqlite-commit".into())
+            .spawn(move || run(&writer, &jobs))?;
+        Ok(GroupCommitter { queue })
+    }
+
+    /// Applies `batch` in the next group; resolves once it is durable (or refused).
+    pub(super) async fn apply(&self, batch: WriteBatch) -> StoreResult<Applied> {
+        let (reply, answer) = oneshot::channel();
+        self.queue
+            .send(Job { batch, reply })
+            .map_err(|_| internal("the commit thread has stopped"))?;
+        answer
+            .await
+            .map_err(|_| internal("the commit thread dropped a write (it panicked)"))?
+    }
+}
+
+fn run(writer: &Mutex<Connection>, jobs: &mpsc::Receiver<Job>) {
+    // Ends when the store (every sender) is dropped.
+    while let Ok(first) = jobs.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match jobs.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        // A panic in one group must not stop the store: its callers get an error (their
+        // reply senders are dropped), the transaction rolls back as it unwinds, and the
+        // thread goes on with the next group.
+        let batches: Vec<&WriteBatch> = group.iter().map(|j| &j.batch).collect();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            commit_group(writer, &batches)
+        }));
+        drop(batches);
+        if let Ok(results) = outcome {
+            for (job, result) in group.into_iter().zip(results) {
+                // The caller may have gone (its request was cancelled); the write stands.
+                let _ = job.reply.send(result);
+            }
+        }
+    }
+}
+
+/// One transaction for `batches`, one savepoint each; a result per batch, in order.
+fn commit_group(writer: &Mutex<Connection>, batches: &[&WriteBatch]) -> Vec<StoreResult<Applied>> {
+    let mut conn = writer
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => return all_fail(batches.len(), &e),
+    };
+    let mut results = Vec::with_capacity(batches.len());
+    for batch in batches {
+        if batches.len() == 1 {
+            // Alone: the transaction is the savepoint (a failure rolls it all back).
+            results.push(writes::apply(&tx, batch));
+            break;
+        }
+        if let Err(e) = tx.execute_batch("SAVEPOINT batch") {
+            return all_fail(batches.len(), &e);
+        }
+        let result = writes::apply(&tx, batch);
+        let end = if result.is_ok() {
+            "RELEASE batch"
+        } else {
+            "ROLLBACK TO batch; RELEASE batch"
+        };
+        if let Err(e) = tx.execute_batch(end) {
+            return all_fail(batches.len(), &e);
+        }
+        results.push(result);
+    }
+    if results.iter().all(Result::is_err) {
+        // Nothing to keep (the transaction rolls back as it drops).
+        return results;
+    }
+    match tx.commit() {
+        Ok(()) => results,
+        Err(e) => all_fail(batches.len(), &e),
+    }
+}
+
+fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
+    (0..n)
+        .map(|_| Err(internal(&format!("committing a write group: {error}"))))
+        .collect()
+}
+
+fn internal(message: &str) -> StoreError {
+    StoreError::Internal(anyhow::anyhow!("{message}"))
+}
