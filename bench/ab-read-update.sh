@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Two builds of Floe, side by side, on the Polaris benchmark's read/write mix:
+#
+#   bench/ab-read-update.sh OLD_BINARY NEW_BINARY [RUNS] [RATIO]
+#
+# For each run (default 3) and each binary, alternating: a fresh embedded server
+# (--auth none), `floe bench create-tree` (depth 8, 2 tables and 2 views per namespace),
+# then `floe bench read-update` at read/write ratio RATIO (default 0.5) with 50 users for
+# 10 s. Prints the [Read] and [Write] lines of each run (columns: count, ok, failed, ...,
+# mean, min, p50, p90, p99, p99.9, max in ms, then ops/s). The load generator is
+# NEW_BINARY's `floe bench` for both. Used for BENCHMARKS.md's group-commit figures.
+set -euo pipefail
+OLD=${1:?old binary}
+NEW=${2:?new binary}
+RUNS=${3:-3}
+RATIO=${4:-0.5}
+BENCH="$NEW bench --quiet"
+TREE=(--namespace-depth 8 --tables-per-namespace 2 --views-per-namespace 2)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+run() {
+  local bin=$1 tag=$2 port dir pid
+  port=$(free_port)
+  dir=$(mktemp -d /tmp/floe-ab.XXXXXX)
+  "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" --auth none --log warn >"$dir/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+  $BENCH --url "http://127.0.0.1:$port" create-tree "${TREE[@]}" >/dev/null
+  echo "== $tag"
+  $BENCH --url "http://127.0.0.1:$port" read-update "${TREE[@]}" --read-write-ratio "$RATIO" \
+    --users 50 --duration 10s | grep -E '^\[(Read|Write)\]'
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  rm -rf "$dir"
+}
+
+for _ in $(seq "$RUNS"); do
+  run "$OLD" old
+  run "$NEW" new
+done
