@@ -38,7 +38,15 @@ case "$cmd" in
   start)
     port="${3:?port required}"
     mkdir -p "$dir"
-    [[ "$(id -u)" == 0 ]] && chown postgres:postgres "$dir"
+    if [[ "$(id -u)" == 0 ]]; then
+      chown postgres:postgres "$dir"
+      # The server runs as 'postgres', which must be able to reach the directory: a
+      # parent of mode 700 (as `mktemp -d` makes) keeps it out with a cryptic error.
+      if ! runuser -u postgres -- test -w "$dir"; then
+        echo "pg-cluster.sh: user 'postgres' cannot reach $dir (is a parent directory private, e.g. made by mktemp -d?); use a directory it can reach, such as /tmp/NAME" >&2
+        exit 1
+      fi
+    fi
     as_owner "$bin/initdb" -D "$dir/data" -U floe --auth=trust -E UTF8 >"$dir/initdb.log" 2>&1
     echo "$port" >"$dir/port"
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
