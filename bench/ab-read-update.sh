@@ -9,6 +9,11 @@
 # 10 s. Prints the [Read] and [Write] lines of each run (columns: count, ok, failed, ...,
 # mean, min, p50, p90, p99, p99.9, max in ms, then ops/s). The load generator is
 # NEW_BINARY's `floe bench` for both. Used for BENCHMARKS.md's group-commit figures.
+#
+# Environment: OLD_ARGS, NEW_ARGS (more `serve` arguments for each side, word-split; the
+# same binary twice with different flags compares settings), DATABASE_URL (a PostgreSQL
+# superuser URL: each server then gets a fresh database there instead of the embedded
+# store).
 set -euo pipefail
 OLD=${1:?old binary}
 NEW=${2:?new binary}
@@ -20,10 +25,17 @@ TREE=(--namespace-depth 8 --tables-per-namespace 2 --views-per-namespace 2)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 run() {
-  local bin=$1 tag=$2 port dir pid
+  local bin=$1 tag=$2 extra=$3 port dir pid db=()
   port=$(free_port)
   dir=$(mktemp -d /tmp/floe-ab.XXXXXX)
-  "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" --auth none --log warn >"$dir/log" 2>&1 &
+  if [[ -n "${DATABASE_URL:-}" ]]; then
+    local name="floe_ab_$RANDOM$RANDOM"
+    psql -q "$DATABASE_URL" -c "CREATE DATABASE $name"
+    db=(--database-url "${DATABASE_URL%/*}/$name")
+  fi
+  # shellcheck disable=SC2086
+  "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" --auth none --log warn "${db[@]}" $extra \
+    >"$dir/log" 2>&1 &
   pid=$!
   for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
   $BENCH --url "http://127.0.0.1:$port" create-tree "${TREE[@]}" >/dev/null
@@ -35,6 +47,6 @@ run() {
 }
 
 for _ in $(seq "$RUNS"); do
-  run "$OLD" old
-  run "$NEW" new
+  run "$OLD" old "${OLD_ARGS:-}"
+  run "$NEW" new "${NEW_ARGS:-}"
 done

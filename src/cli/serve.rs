@@ -52,6 +52,11 @@ pub struct ServeArgs {
     /// Milliseconds a request waits for a database connection before failing with 503.
     #[arg(long, env = "FLOE_DB_TIMEOUT_MS", default_value_t = 5000)]
     pub db_timeout_ms: u64,
+    /// Prepare each statement once per connection (saves PostgreSQL parsing and planning
+    /// per query); `false` behind PgBouncer in transaction pooling mode before 1.21,
+    /// which cannot keep prepared statements.
+    #[arg(long, env = "FLOE_DB_PREPARED_STATEMENTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub db_prepared_statements: bool,
     /// Seconds a client may retry a mutation with one `Idempotency-Key` (advertised in
     /// /v1/config as idempotency-key-lifetime; outcomes are kept 5 minutes longer).
     #[arg(long, env = "FLOE_IDEMPOTENCY_KEY_LIFETIME", default_value_t = 1800)]
@@ -216,6 +221,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             url: url.clone(),
             pool_size: args.db_pool_size,
             timeout: std::time::Duration::from_millis(args.db_timeout_ms),
+            prepared_statements: args.db_prepared_statements,
         }),
         idempotency_lifetime: std::time::Duration::from_secs(args.idempotency_key_lifetime),
         auth: AuthSettings {

@@ -14,8 +14,11 @@
 //! - Serialization failures and deadlocks (40001, 40P01) are retried here with jittered
 //!   backoff; a lost connection or a database that is down is `Unavailable` (503).
 //!
-//! Statements are sent unnamed (`query_typed`), one round trip each, so Floe also works
-//! behind PgBouncer in transaction pooling mode, which cannot keep prepared statements.
+//! Statements are prepared once per connection and cached (PostgreSQL then skips parsing
+//! and planning them); with `prepared_statements: false` they are sent unnamed
+//! (`query_typed`, one round trip each), so Floe also works behind PgBouncer in
+//! transaction pooling mode, which (before 1.21) cannot keep prepared statements. The
+//! choice is made in one place, the [`Queries`] impls.
 //!
 //! - `mod.rs`: the pool, error classification and retries, reads, the `Store` impl.
 //! - `schema.rs`: migrations.
@@ -66,6 +69,8 @@ pub struct PostgresSettings {
     /// How long a request waits for a connection, or for the database to answer a
     /// connection attempt, before it fails with 503.
     pub timeout: Duration,
+    /// Prepare statements once per connection (off behind PgBouncer's transaction mode).
+    pub prepared_statements: bool,
 }
 
 impl PostgresSettings {
@@ -74,6 +79,7 @@ impl PostgresSettings {
             url: url.into(),
             pool_size: 10,
             timeout: Duration::from_secs(5),
+            prepared_statements: true,
         }
     }
 }
@@ -134,6 +140,14 @@ pub(super) fn sql_error(error: tokio_postgres::Error) -> StoreError {
     }
 }
 
+/// A prepared statement that the server connection does not have (26000), or a name
+/// another client already prepared on it (42P05): both mean a pooler shares server
+/// connections between transactions.
+fn lost_prepared_statement(error: &tokio_postgres::Error) -> bool {
+    has_code(error, &SqlState::INVALID_SQL_STATEMENT_NAME)
+        || has_code(error, &SqlState::DUPLICATE_PSTATEMENT)
+}
+
 pub(super) fn has_code(error: &tokio_postgres::Error, code: &SqlState) -> bool {
     error.code() == Some(code)
 }
@@ -186,6 +200,10 @@ impl PostgresStore {
             .recycle_timeout(Some(settings.timeout))
             .build()
             .context("building the connection pool")?;
+        PREPARED.store(
+            settings.prepared_statements,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         Ok(PostgresStore { pool })
     }
 
@@ -245,6 +263,14 @@ impl PostgresStore {
                     tracing::info!(attempt = n, error = %e, "retrying a database conflict");
                     backoff(n).await;
                 }
+                Err(Failure::Sql(e)) if lost_prepared_statement(&e) && n < MAX_ATTEMPTS => {
+                    // A pooler in transaction mode (PgBouncer before 1.21) hands each
+                    // transaction another server connection, where this connection's
+                    // prepared statements do not exist: stop preparing, and retry.
+                    if PREPARED.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                        tracing::warn!(error = %e, "prepared statements do not survive here (a pooler in transaction mode?); sending statements unnamed from now on (set --db-prepared-statements false to start that way)");
+                    }
+                }
                 Err(Failure::Sql(e)) => return Err(sql_error(e)),
             }
         }
@@ -302,6 +328,25 @@ pub(super) trait Queries {
     ) -> Result<u64, tokio_postgres::Error>;
 }
 
+/// Whether statements are prepared and cached per connection (`PostgresSettings::
+/// prepared_statements`). Process-wide, like the metrics switch: a process serves one
+/// database, and every store it opens takes the setting of the last one connected.
+static PREPARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+fn prepared() -> bool {
+    PREPARED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The parameter values without their types (a prepared statement knows them).
+fn values<'a>(params: &[(&'a (dyn ToSql + Sync), Type)]) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|(value, _)| *value).collect()
+}
+
+/// The parameter types, to prepare a statement with.
+fn types(params: &[(&(dyn ToSql + Sync), Type)]) -> Vec<Type> {
+    params.iter().map(|(_, ty)| ty.clone()).collect()
+}
+
 macro_rules! impl_queries {
     ($type:ty) => {
         impl Queries for $type {
@@ -310,21 +355,36 @@ macro_rules! impl_queries {
                 sql: &str,
                 params: &[(&(dyn ToSql + Sync), Type)],
             ) -> Result<Option<Row>, tokio_postgres::Error> {
-                self.query_typed_opt(sql, params).await
+                if prepared() {
+                    let statement = self.prepare_typed_cached(sql, &types(params)).await?;
+                    self.query_opt(&statement, &values(params)).await
+                } else {
+                    self.query_typed_opt(sql, params).await
+                }
             }
             async fn query_all_typed(
                 &self,
                 sql: &str,
                 params: &[(&(dyn ToSql + Sync), Type)],
             ) -> Result<Vec<Row>, tokio_postgres::Error> {
-                self.query_typed(sql, params).await
+                if prepared() {
+                    let statement = self.prepare_typed_cached(sql, &types(params)).await?;
+                    self.query(&statement, &values(params)).await
+                } else {
+                    self.query_typed(sql, params).await
+                }
             }
             async fn execute_all_typed(
                 &self,
                 sql: &str,
                 params: &[(&(dyn ToSql + Sync), Type)],
             ) -> Result<u64, tokio_postgres::Error> {
-                self.execute_typed(sql, params).await
+                if prepared() {
+                    let statement = self.prepare_typed_cached(sql, &types(params)).await?;
+                    self.execute(&statement, &values(params)).await
+                } else {
+                    self.execute_typed(sql, params).await
+                }
             }
         }
     };
@@ -394,7 +454,7 @@ impl PostgresStore {
                 let ident = &idents[i];
                 let ns = ident.namespace.key();
                 let row = client
-                    .query_typed_opt(
+                    .query_opt_typed(
                         "SELECT kind, metadata_location, metadata FROM objects
                          WHERE catalog_id = $1 AND namespace = $2 AND name = $3 FOR UPDATE",
                         &[int8(&catalog.0), text(&ns), text(&ident.name)],
@@ -423,7 +483,7 @@ impl PostgresStore {
 impl Store for PostgresStore {
     async fn ping(&self) -> StoreResult<()> {
         self.run(|client| async move {
-            client.query_typed("SELECT 1", &[]).await?;
+            client.query_all_typed("SELECT 1", &[]).await?;
             Ok(())
         })
         .await
@@ -479,7 +539,7 @@ impl Store for PostgresStore {
         let row = self
             .run(|client| async move {
                 Ok(client
-                    .query_typed_opt(
+                    .query_opt_typed(
                         &format!("SELECT {CATALOG_COLUMNS} FROM catalogs WHERE name = $1"),
                         &[text(&name)],
                     )
@@ -493,7 +553,7 @@ impl Store for PostgresStore {
         let rows = self
             .run(|client| async move {
                 Ok(client
-                    .query_typed(
+                    .query_all_typed(
                         &format!("SELECT {CATALOG_COLUMNS} FROM catalogs ORDER BY name"),
                         &[],
                     )
@@ -515,7 +575,7 @@ impl Store for PostgresStore {
                 let key = &key;
                 async move {
                     Ok(client
-                        .query_typed_opt(
+                        .query_opt_typed(
                             "SELECT n.properties FROM catalogs c
                              LEFT JOIN namespaces n ON n.catalog_id = c.id AND n.path = $2
                              WHERE c.name = $1",
@@ -568,7 +628,7 @@ impl Store for PostgresStore {
                 let ns = &ns;
                 async move {
                     Ok(client
-                        .query_typed_opt(
+                        .query_opt_typed(
                             "SELECT o.kind, o.metadata_location, o.metadata FROM catalogs c
                              LEFT JOIN objects o ON o.catalog_id = c.id AND o.namespace = $2 AND o.name = $3
                              WHERE c.name = $1",
@@ -626,7 +686,7 @@ impl Store for PostgresStore {
         let row = self
             .run(|client| async move {
                 Ok(client
-                    .query_typed_opt(
+                    .query_opt_typed(
                         "SELECT key, fingerprint, outcome, expires_ms FROM idempotency_keys
                          WHERE key = $1 AND expires_ms >= $2",
                         &[text(&key), int8(&now_ms)],
@@ -645,7 +705,7 @@ impl Store for PostgresStore {
     async fn purge_expired_idempotency(&self, now_ms: i64) -> StoreResult<u64> {
         self.run(|client| async move {
             Ok(client
-                .execute_typed(
+                .execute_all_typed(
                     "DELETE FROM idempotency_keys WHERE expires_ms < $1",
                     &[int8(&now_ms)],
                 )
@@ -715,7 +775,7 @@ impl Store for PostgresStore {
         let row = self
             .run(|client| async move {
                 Ok(client
-                    .query_typed_opt("SELECT version, document FROM security WHERE id = 1", &[])
+                    .query_opt_typed("SELECT version, document FROM security WHERE id = 1", &[])
                     .await?)
             })
             .await?;
@@ -735,7 +795,7 @@ impl Store for PostgresStore {
         let row = self
             .run(|client| async move {
                 Ok(client
-                    .query_typed_opt("SELECT version FROM security WHERE id = 1", &[])
+                    .query_opt_typed("SELECT version FROM security WHERE id = 1", &[])
                     .await?)
             })
             .await?;
