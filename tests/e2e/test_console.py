@@ -130,7 +130,8 @@ def browser():
 @pytest.fixture
 def page(browser):
     """A fresh browser context; fails the test on a JavaScript error, a console error or a
-    request to anything but the server, or any 5xx."""
+    request to anything but the server, or any 5xx. A test with servers of its own asks for
+    `floe_server_factory` before `page`, so that the page closes before they stop."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     problems: list[str] = []
@@ -333,7 +334,7 @@ def test_a_reader_sees_only_what_it_was_granted(page, floe, lake):
     assert "403" in page.locator(".notice.error").inner_text()
 
 
-def test_sign_in_with_a_token_from_an_oidc_provider(page, floe_server_factory, _e2e_tmp):
+def test_sign_in_with_a_token_from_an_oidc_provider(floe_server_factory, page, _e2e_tmp):
     """The console takes an access token the identity provider issued: here the test plays
     the provider with its fixture key (tests/fixtures), as tests/http_oidc.rs does."""
     import jwt
@@ -369,8 +370,21 @@ def test_sign_in_with_a_token_from_an_oidc_provider(page, floe_server_factory, _
     assert page.locator("[data-testid=catalog] h2").all_inner_texts() == ["default"]
     page.click("[data-testid=who] + button")  # sign out
     page.wait_for_url("**/ui/#/login")
+    # Signed out, the catalogs page sends the browser back to sign in.
+    page.goto(server.url + "/ui/#/docs")
+    page.wait_for_selector("details.operation")
     page.goto(server.url + "/ui/#/")
     page.wait_for_url("**/ui/#/login")
+    page.locator("#login-token").wait_for()
+
+
+def test_without_authentication_there_is_no_sign_in(floe_server_factory, page):
+    server = floe_server_factory(["--auth", "none"])
+    page.goto(server.url + "/ui/")
+    page.wait_for_selector("[data-testid=catalog]")
+    assert page.locator("[data-testid=catalog] h2").all_inner_texts() == ["default"]
+    assert page.locator("[data-testid=who]").count() == 0
+    assert page.locator("#nav a[data-nav=security]").is_visible()
 
 
 def test_api_reference_works_offline(page, floe):
