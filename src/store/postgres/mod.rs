@@ -140,6 +140,29 @@ pub(super) fn sql_error(error: tokio_postgres::Error) -> StoreError {
     }
 }
 
+/// A pooler in transaction mode (PgBouncer before 1.21) hands each transaction another
+/// server connection, where this connection's prepared statements do not exist: stop
+/// preparing (the caller retries).
+fn stop_preparing(error: &tokio_postgres::Error) {
+    if PREPARED.swap(false, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!(%error, "prepared statements do not survive here (a pooler in transaction mode?); sending statements unnamed from now on (set --db-prepared-statements false to start that way)");
+    }
+}
+
+/// How an SQL error ends a commit on locked rows: a conflict to redo (a deadlock, a
+/// serialization failure, or prepared statements lost to a pooler, after which the redo
+/// sends them unnamed), or a failure.
+pub(super) fn locked_failure(error: tokio_postgres::Error) -> StoreError {
+    if is_retryable(&error) {
+        StoreError::Conflict
+    } else if lost_prepared_statement(&error) {
+        stop_preparing(&error);
+        StoreError::Conflict
+    } else {
+        sql_error(error)
+    }
+}
+
 /// A prepared statement that the server connection does not have (26000), or a name
 /// another client already prepared on it (42P05): both mean a pooler shares server
 /// connections between transactions.
@@ -264,12 +287,7 @@ impl PostgresStore {
                     backoff(n).await;
                 }
                 Err(Failure::Sql(e)) if lost_prepared_statement(&e) && n < MAX_ATTEMPTS => {
-                    // A pooler in transaction mode (PgBouncer before 1.21) hands each
-                    // transaction another server connection, where this connection's
-                    // prepared statements do not exist: stop preparing, and retry.
-                    if PREPARED.swap(false, std::sync::atomic::Ordering::Relaxed) {
-                        tracing::warn!(error = %e, "prepared statements do not survive here (a pooler in transaction mode?); sending statements unnamed from now on (set --db-prepared-statements false to start that way)");
-                    }
+                    stop_preparing(&e);
                 }
                 Err(Failure::Sql(e)) => return Err(sql_error(e)),
             }
@@ -473,8 +491,7 @@ impl PostgresStore {
                 Ok(Box::new(locked))
             }
             Err(Failure::Store(e)) => Err(e),
-            Err(Failure::Sql(e)) if is_retryable(&e) => Err(StoreError::Conflict),
-            Err(Failure::Sql(e)) => Err(sql_error(e)),
+            Err(Failure::Sql(e)) => Err(locked_failure(e)),
         }
     }
 }

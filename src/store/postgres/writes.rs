@@ -8,8 +8,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 use super::{
-    dropped, has_code, int8, is_retryable, object_kind_at, outbox, sql_error, text, Attempt,
-    Failure, Queries,
+    dropped, has_code, int8, locked_failure, object_kind_at, outbox, text, Attempt, Failure,
+    Queries,
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
@@ -617,8 +617,7 @@ impl LockedObjects for PgLocked {
             }
             Err(Failure::Store(e)) => Err(e),
             // Two locked commits over overlapping sets can still deadlock: redo it.
-            Err(Failure::Sql(e)) if is_retryable(&e) => Err(StoreError::Conflict),
-            Err(Failure::Sql(e)) => Err(sql_error(e)),
+            Err(Failure::Sql(e)) => Err(locked_failure(e)),
         }
     }
 }
