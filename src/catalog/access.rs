@@ -545,27 +545,23 @@ impl Catalog {
     /// answers): a grant on a name nothing has would silently apply to whatever is
     /// created under that name later. Revoking needs no check (the grant must exist).
     async fn check_securable(&self, catalog: &str, securable: &Securable) -> CatalogResult<()> {
-        let namespace_of = |levels: &Vec<String>| Namespace::new(levels.clone());
-        let (namespace, object) = match securable {
+        let (levels, object) = match securable {
             Securable::Catalog => return Ok(()),
-            Securable::Namespace { namespace } => (namespace_of(namespace)?, None),
-            Securable::Table { namespace, name } => {
-                (namespace_of(namespace)?, Some((ObjectKind::Table, name)))
-            }
-            Securable::View { namespace, name } => {
-                (namespace_of(namespace)?, Some((ObjectKind::View, name)))
-            }
+            Securable::Namespace { namespace } => (namespace, None),
+            Securable::Table { namespace, name } => (namespace, Some((ObjectKind::Table, name))),
+            Securable::View { namespace, name } => (namespace, Some((ObjectKind::View, name))),
         };
+        let namespace = Namespace::new(levels.clone())?;
         let Some((kind, name)) = object else {
-            return match self.store.get_namespace(catalog, &namespace).await? {
-                Some(_) => Ok(()),
-                None => Err(super::namespaces::namespace_missing(&namespace)),
-            };
+            return self
+                .namespace_properties(catalog, &namespace)
+                .await
+                .map(drop);
         };
         let ident = Ident::new(namespace, name.clone())?;
-        match self.store.load_object(catalog, &ident).await? {
-            Some(found) if found.kind == kind => Ok(()),
-            _ => Err(super::error::object_missing(kind, &ident)),
+        match self.load_kind(catalog, &ident, kind).await? {
+            Some(_) => Ok(()),
+            None => Err(super::error::object_missing(kind, &ident)),
         }
     }
 }

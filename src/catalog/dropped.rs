@@ -14,8 +14,8 @@ use super::objects::{by_kind, identity, write_event, Identity};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
-use crate::model::{now_ms, Ident};
-use crate::store::{Applied, DroppedObject, Mutation, ObjectWrite, Retention};
+use crate::model::{now_ms, CatalogRecord, Ident};
+use crate::store::{Applied, DroppedObject, Mutation, ObjectWrite, Retention, StoreError};
 
 /// Most dropped objects the expirer forgets per round.
 const EXPIRE_BATCH: usize = 100;
@@ -47,15 +47,14 @@ impl Catalog {
         Ok(json!({ "dropped": dropped.iter().map(describe).collect::<Vec<_>>() }))
     }
 
-    /// Brings a dropped table or view back, under `to` or its old name, pointing at the
-    /// metadata it had. 409 if the name is taken, 404 if its namespace is gone.
-    pub async fn undrop(
+    /// The catalog and its dropped object `id`, for a caller who may manage the catalog's
+    /// content (404 for an id of another catalog, as for one that does not exist).
+    async fn dropped_in(
         &self,
         ctx: &RequestContext,
         catalog: &str,
         id: &str,
-        to: Option<Ident>,
-    ) -> CatalogResult<Value> {
+    ) -> CatalogResult<(CatalogRecord, DroppedObject)> {
         ctx.require(
             catalog,
             Privilege::CATALOG_MANAGE_CONTENT,
@@ -67,7 +66,20 @@ impl Catalog {
             .get_dropped(id)
             .await?
             .filter(|d| d.catalog == record.id)
-            .ok_or_else(|| crate::store::StoreError::DroppedMissing(id.to_string()))?;
+            .ok_or_else(|| StoreError::DroppedMissing(id.to_string()))?;
+        Ok((record, dropped))
+    }
+
+    /// Brings a dropped table or view back, under `to` or its old name, pointing at the
+    /// metadata it had. 409 if the name is taken, 404 if its namespace is gone.
+    pub async fn undrop(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        id: &str,
+        to: Option<Ident>,
+    ) -> CatalogResult<Value> {
+        let (record, dropped) = self.dropped_in(ctx, catalog, id).await?;
         let ident = to.unwrap_or_else(|| dropped.ident.clone());
         // Still inside the catalog's allowed locations (they may have changed).
         let Identity { uuid, location } = identity(dropped.kind, &dropped.metadata)?;
@@ -110,16 +122,7 @@ impl Catalog {
         catalog: &str,
         id: &str,
     ) -> CatalogResult<()> {
-        ctx.require(
-            catalog,
-            Privilege::CATALOG_MANAGE_CONTENT,
-            &Securable::Catalog,
-        )?;
-        let record = self.get_catalog(catalog).await?;
-        match self.store.get_dropped(id).await? {
-            Some(d) if d.catalog == record.id => {}
-            _ => return Err(crate::store::StoreError::DroppedMissing(id.to_string()).into()),
-        }
+        self.dropped_in(ctx, catalog, id).await?;
         let forgotten = self.forget_dropped(ctx, id).await?;
         self.delete_dropped_files(&forgotten).await;
         Ok(())
@@ -154,7 +157,7 @@ impl Catalog {
             .await?
         {
             Applied::Forgotten(d) => Ok(d),
-            _ => Err(crate::store::StoreError::DroppedMissing(id.to_string()).into()),
+            _ => Err(StoreError::DroppedMissing(id.to_string()).into()),
         }
     }
 
