@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub default_catalog: String,
     pub fsync: bool,
     pub max_body_bytes: usize,
+    /// Metadata bytes the embedded store keeps in memory for loads (0: none).
+    pub metadata_cache_bytes: usize,
     /// PostgreSQL instead of the embedded store: several nodes can share it.
     pub postgres: Option<PostgresSettings>,
     /// How long clients may retry with one `Idempotency-Key`.
@@ -75,6 +77,7 @@ impl ServerConfig {
             default_catalog: "default".into(),
             fsync: true,
             max_body_bytes: 16 * 1024 * 1024,
+            metadata_cache_bytes: 64 << 20,
             postgres: None,
             idempotency_lifetime: CatalogSettings::default().idempotency_lifetime,
             auth: AuthSettings::default(),
@@ -120,7 +123,10 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
     };
     let store: Arc<dyn Store> = match &config.postgres {
         Some(settings) => Arc::new(PostgresStore::open(settings).await?),
-        None => Arc::new(SqliteStore::open(&data_dir.join("catalog.db"))?),
+        None => Arc::new(SqliteStore::open_with_cache(
+            &data_dir.join("catalog.db"),
+            config.metadata_cache_bytes,
+        )?),
     };
     let catalog = Catalog::new(
         store,
@@ -149,12 +155,12 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
     tokio::spawn(purge_idempotency_records(Arc::downgrade(&catalog)));
     start_events(&catalog, &config.events).await?;
     tokio::spawn(expire_dropped(Arc::downgrade(&catalog)));
-    let state = AppState {
+    let state = AppState::new(http::Shared {
         catalog,
         default_catalog: Arc::from(config.default_catalog.as_str()),
         max_body_bytes: config.max_body_bytes,
         auth: config.auth.clone(),
-    };
+    });
     Ok(http::router(
         state,
         &HttpSettings {

@@ -42,6 +42,10 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "FLOE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// MiB of table and view metadata the embedded store keeps in memory, so that loads
+    /// of recently loaded objects skip the database (0: off). Not used with PostgreSQL.
+    #[arg(long, env = "FLOE_METADATA_CACHE_MIB", default_value_t = 64)]
+    pub metadata_cache_mib: usize,
     /// PostgreSQL URL (postgres://user:pass@host:port/db) to keep the catalog in, instead
     /// of the embedded store; several nodes can share one database.
     #[arg(long, env = "FLOE_DATABASE_URL")]
@@ -217,6 +221,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         default_catalog: args.default_catalog.clone(),
         fsync: args.fsync,
         max_body_bytes: args.max_body_bytes,
+        metadata_cache_bytes: args.metadata_cache_mib << 20,
         postgres: args.database_url.as_ref().map(|url| PostgresSettings {
             url: url.clone(),
             pool_size: args.db_pool_size,

@@ -12,6 +12,9 @@
 //! - under no load a group is one batch, and costs what a lone transaction did.
 //!
 //! If the COMMIT itself fails, every batch of the group fails (none was acknowledged).
+//!
+//! The metadata cache (`cache.rs`) learns of each group here, before its transaction
+//! begins and after it ends, whatever the outcome (a panic included).
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -19,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
+use super::cache::{ObjectCache, Touched};
 use super::writes;
 use crate::store::{Applied, StoreError, StoreResult, WriteBatch};
 
@@ -38,11 +42,14 @@ pub(super) struct GroupCommitter {
 impl GroupCommitter {
     /// Starts the commit thread over the store's writer connection (which other, rarer
     /// writes, such as relay leases, also lock for their own transactions).
-    pub(super) fn start(writer: Arc<Mutex<Connection>>) -> std::io::Result<Self> {
+    pub(super) fn start(
+        writer: Arc<Mutex<Connection>>,
+        cache: Arc<ObjectCache>,
+    ) -> std::io::Result<Self> {
         let (queue, jobs) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("floe-sqlite-commit".into())
-            .spawn(move || run(&writer, &jobs))?;
+            .spawn(move || run(&writer, &cache, &jobs))?;
         Ok(GroupCommitter { queue })
     }
 
@@ -58,7 +65,27 @@ impl GroupCommitter {
     }
 }
 
-fn run(writer: &Mutex<Connection>, jobs: &mpsc::Receiver<Job>) {
+/// Tells the cache a group ended when dropped, so that a panic ends it too.
+struct Bracket<'a> {
+    cache: &'a ObjectCache,
+    touched: Touched,
+}
+
+impl<'a> Bracket<'a> {
+    fn begin(cache: &'a ObjectCache, batches: &[&WriteBatch]) -> Self {
+        let touched = Touched::of(batches.iter().map(|b| &b.mutation));
+        cache.begin(&touched);
+        Bracket { cache, touched }
+    }
+}
+
+impl Drop for Bracket<'_> {
+    fn drop(&mut self) {
+        self.cache.end(&self.touched);
+    }
+}
+
+fn run(writer: &Mutex<Connection>, cache: &ObjectCache, jobs: &mpsc::Receiver<Job>) {
     // Ends when the store (every sender) is dropped.
     while let Ok(first) = jobs.recv() {
         let mut group = vec![first];
@@ -73,6 +100,7 @@ fn run(writer: &Mutex<Connection>, jobs: &mpsc::Receiver<Job>) {
         // thread goes on with the next group.
         let batches: Vec<&WriteBatch> = group.iter().map(|j| &j.batch).collect();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _bracket = Bracket::begin(cache, &batches);
             commit_group(writer, &batches)
         }));
         drop(batches);

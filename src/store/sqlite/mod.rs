@@ -6,16 +6,20 @@
 //! power loss as well as process death.
 //!
 //! - `mod.rs`: connections, schema, reads and the `Store` impl.
+//! - `cache.rs`: current table and view pointers kept in memory for loads, valid because
+//!   this process is the only writer.
 //! - `group.rs`: group commit: concurrent write batches share one transaction and its
 //!   fsyncs, each in its own savepoint.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 
+mod cache;
 mod dropped;
 mod group;
 mod outbox;
 mod writes;
 
+use cache::{Lookup, ObjectCache};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -114,6 +118,33 @@ pub struct SqliteStore {
     writer: Arc<Mutex<Connection>>,
     readers: Arc<Mutex<Vec<Connection>>>,
     committer: Arc<group::GroupCommitter>,
+    cache: Arc<ObjectCache>,
+    /// Held while the store is open: the cache is only valid if no other process writes.
+    _lock: Arc<std::fs::File>,
+}
+
+/// An exclusive lock on `<database>.lock`, released when the process ends (however it
+/// ends): two servers on one data directory would each trust a cache the other makes
+/// stale, so the second is refused.
+fn lock_exclusively(path: &Path) -> anyhow::Result<std::fs::File> {
+    let lock_path = path.with_extension("db.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("opening {}", lock_path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{} is in use by another Floe process (one server per data directory; \
+             several nodes share a PostgreSQL database instead)",
+            path.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", lock_path.display()))
+        }
+    }
 }
 
 fn open_connection(path: &Path) -> anyhow::Result<Connection> {
@@ -134,16 +165,27 @@ fn open_connection(path: &Path) -> anyhow::Result<Connection> {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date,
+    /// with no metadata cache.
     pub fn open(path: &Path) -> anyhow::Result<Self> {
+        Self::open_with_cache(path, 0)
+    }
+
+    /// As [`SqliteStore::open`], keeping up to `cache_bytes` of table and view metadata in
+    /// memory for loads. Fails if another process has the database open.
+    pub fn open_with_cache(path: &Path, cache_bytes: usize) -> anyhow::Result<Self> {
+        let lock = lock_exclusively(path)?;
         let mut conn = open_connection(path)?;
         migrate(&mut conn)?;
         let writer = Arc::new(Mutex::new(conn));
+        let cache = Arc::new(ObjectCache::new(cache_bytes));
         Ok(SqliteStore {
             path: Arc::from(path),
-            committer: Arc::new(group::GroupCommitter::start(writer.clone())?),
+            committer: Arc::new(group::GroupCommitter::start(writer.clone(), cache.clone())?),
             writer,
             readers: Arc::new(Mutex::new(Vec::new())),
+            cache,
+            _lock: Arc::new(lock),
         })
     }
 
@@ -401,31 +443,40 @@ impl Store for SqliteStore {
     }
 
     async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>> {
-        self.read(|conn| {
+        let namespace = ident.namespace.key();
+        let ticket = match self.cache.get(catalog, &namespace, &ident.name) {
+            Lookup::Hit(object) => return Ok(Some(StoredObject::clone(&object))),
+            Lookup::Miss(ticket) => ticket,
+        };
+        let (id, object) = self.read(|conn| {
             // One query resolves the catalog and the object: no row means no catalog,
             // a row of NULLs means no object.
-            type Row = (Option<String>, Option<String>, Option<String>);
+            type Row = (i64, Option<String>, Option<String>, Option<String>);
             let row: Option<Row> = conn
                 .prepare_cached(
-                    "SELECT o.kind, o.metadata_location, o.metadata FROM catalogs c
+                    "SELECT c.id, o.kind, o.metadata_location, o.metadata FROM catalogs c
                      LEFT JOIN objects o ON o.catalog_id = c.id AND o.namespace = ?2 AND o.name = ?3
                      WHERE c.name = ?1",
                 )
                 .and_then(|mut s| {
-                    s.query_row(params![catalog, ident.namespace.key(), ident.name], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    s.query_row(params![catalog, namespace, ident.name], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                     })
                     .optional()
                 })
                 .map_err(internal)?;
             match row {
                 None => Err(StoreError::CatalogMissing(catalog.to_string())),
-                Some((Some(kind), Some(location), Some(metadata))) => {
-                    stored_object(kind, location, metadata).map(Some)
+                Some((id, Some(kind), Some(location), Some(metadata))) => {
+                    Ok((id, Some(stored_object(kind, location, metadata)?)))
                 }
-                Some(_) => Ok(None),
+                Some((id, ..)) => Ok((id, None)),
             }
-        })
+        })?;
+        if let Some(object) = &object {
+            self.cache.fill(ticket, catalog, id, ident, object);
+        }
+        Ok(object)
     }
 
     async fn list_objects(
@@ -563,5 +614,26 @@ impl Store for SqliteStore {
                 .map(|v| v.unwrap_or(0))
                 .map_err(internal)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SqliteStore;
+
+    #[test]
+    fn a_second_store_on_one_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let first = SqliteStore::open(&path).unwrap();
+        let second = SqliteStore::open(&path).err().expect("refused");
+        assert!(
+            second
+                .to_string()
+                .contains("in use by another Floe process"),
+            "{second}"
+        );
+        drop(first);
+        SqliteStore::open(&path).unwrap();
     }
 }

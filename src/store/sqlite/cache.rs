@@ -1,0 +1,376 @@
+//! The current pointer of each recently loaded table and view, kept in memory so that a
+//! load answers without a database read.
+//!
+//! Valid because this process is the database's only writer (the store holds an
+//! exclusive lock on the data directory) and every write goes through the one commit
+//! thread (`group.rs`), which brackets each group's transaction with [`ObjectCache::begin`]
+//! and [`ObjectCache::end`]:
+//! - `begin` (before the transaction) evicts the objects the group touches and marks them
+//!   pending; `end` (after COMMIT or rollback, before any caller is answered) unmarks them.
+//!   Both bump the generation.
+//! - A load that misses reads the database and fills the entry only if the generation is
+//!   the one it saw before the read and the object is not pending.
+//!
+//! So an entry is only ever filled from a read that no write overlapped, and a load is
+//! served from memory only when the database would give the same answer: loads stay
+//! linearizable. Size is bounded by [`ObjectCache::new`]'s budget of metadata bytes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::model::{CatalogId, Ident};
+use crate::store::{Mutation, StoredObject};
+
+/// What a write group touches, as far as the cache is concerned.
+pub(super) enum Touched {
+    Nothing,
+    /// These objects (a catalog id, a namespace key, a name).
+    Objects(Vec<(i64, String, String)>),
+    /// Anything (a catalog created, changed or dropped: names may map to other ids).
+    All,
+}
+
+impl Touched {
+    /// What `mutations` touch together.
+    pub(super) fn of<'a>(mutations: impl IntoIterator<Item = &'a Mutation>) -> Touched {
+        let mut keys = Vec::new();
+        for mutation in mutations {
+            let key = |catalog: &CatalogId, ident: &Ident| {
+                (catalog.0, ident.namespace.key(), ident.name.clone())
+            };
+            match mutation {
+                Mutation::None
+                | Mutation::CreateNamespace { .. }
+                | Mutation::UpdateNamespace { .. }
+                // Only an empty namespace can be dropped.
+                | Mutation::DropNamespace { .. }
+                | Mutation::ForgetDropped { .. }
+                | Mutation::RecordMetrics { .. } => {}
+                Mutation::CreateCatalog(_)
+                | Mutation::UpdateCatalog { .. }
+                | Mutation::DropCatalog { .. } => return Touched::All,
+                Mutation::CommitObjects { catalog, writes } => {
+                    keys.extend(writes.iter().map(|w| key(catalog, &w.ident)));
+                }
+                Mutation::DropObject { catalog, ident, .. } => keys.push(key(catalog, ident)),
+                Mutation::Undrop { catalog, write, .. } => keys.push(key(catalog, &write.ident)),
+                Mutation::RenameObject {
+                    catalog, from, to, ..
+                } => {
+                    keys.push(key(catalog, from));
+                    keys.push(key(catalog, to));
+                }
+            }
+        }
+        if keys.is_empty() {
+            Touched::Nothing
+        } else {
+            Touched::Objects(keys)
+        }
+    }
+}
+
+/// Proof of the generation a load saw before it read the database.
+pub(super) struct Ticket(u64);
+
+pub(super) enum Lookup {
+    Hit(Arc<StoredObject>),
+    Miss(Ticket),
+}
+
+#[derive(Default)]
+struct Catalog {
+    id: i64,
+    /// Namespace key, then object name.
+    objects: HashMap<String, HashMap<String, Arc<StoredObject>>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// By catalog name.
+    catalogs: HashMap<String, Catalog>,
+    generation: u64,
+    pending: HashMap<(i64, String, String), u32>,
+    /// Writes in flight that may touch anything.
+    pending_all: u32,
+    bytes: usize,
+}
+
+pub(super) struct ObjectCache {
+    inner: Mutex<Inner>,
+    /// Most metadata bytes kept; 0 turns the cache off.
+    budget: usize,
+}
+
+fn size(object: &StoredObject) -> usize {
+    object.metadata.len() + object.metadata_location.len() + 64
+}
+
+impl ObjectCache {
+    pub(super) fn new(budget: usize) -> Self {
+        ObjectCache {
+            inner: Mutex::new(Inner::default()),
+            budget,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn get(&self, catalog: &str, namespace: &str, name: &str) -> Lookup {
+        let inner = self.lock();
+        let hit = inner
+            .catalogs
+            .get(catalog)
+            .and_then(|c| c.objects.get(namespace))
+            .and_then(|names| names.get(name));
+        match hit {
+            Some(object) => Lookup::Hit(object.clone()),
+            None => Lookup::Miss(Ticket(inner.generation)),
+        }
+    }
+
+    /// Keeps what a load read from the database (catalog `id` holds it), unless a write
+    /// overlapped the read.
+    pub(super) fn fill(
+        &self,
+        ticket: Ticket,
+        catalog: &str,
+        id: i64,
+        ident: &Ident,
+        object: &StoredObject,
+    ) {
+        let cost = size(object);
+        if self.budget == 0 || cost > self.budget / 4 {
+            return;
+        }
+        let namespace = ident.namespace.key();
+        let mut inner = self.lock();
+        if inner.generation != ticket.0 || inner.pending_all > 0 {
+            return;
+        }
+        let key = (id, namespace, ident.name.clone());
+        if inner.pending.contains_key(&key) {
+            return;
+        }
+        while inner.bytes + cost > self.budget && inner.bytes > 0 {
+            evict_some(&mut inner);
+        }
+        let (_, namespace, name) = key;
+        let entry = inner.catalogs.entry(catalog.to_string()).or_default();
+        if entry.id != id {
+            // Dropped and created again since (only possible when empty).
+            *entry = Catalog {
+                id,
+                ..Catalog::default()
+            };
+        }
+        let old = entry
+            .objects
+            .entry(namespace)
+            .or_default()
+            .insert(name, Arc::new(object.clone()));
+        inner.bytes += cost;
+        if let Some(old) = old {
+            inner.bytes -= size(&old);
+        }
+    }
+
+    /// Before a write group's transaction: what it touches is evicted and pending.
+    pub(super) fn begin(&self, touched: &Touched) {
+        let mut inner = self.lock();
+        inner.generation += 1;
+        match touched {
+            Touched::Nothing => {}
+            Touched::All => {
+                inner.pending_all += 1;
+                inner.catalogs.clear();
+                inner.bytes = 0;
+            }
+            Touched::Objects(keys) => {
+                for key in keys {
+                    *inner.pending.entry(key.clone()).or_default() += 1;
+                    evict(&mut inner, key);
+                }
+            }
+        }
+    }
+
+    /// After the transaction committed or rolled back.
+    pub(super) fn end(&self, touched: &Touched) {
+        let mut inner = self.lock();
+        inner.generation += 1;
+        match touched {
+            Touched::Nothing => {}
+            Touched::All => inner.pending_all -= 1,
+            Touched::Objects(keys) => {
+                for key in keys {
+                    if let Some(count) = inner.pending.get_mut(key) {
+                        *count -= 1;
+                        if *count == 0 {
+                            inner.pending.remove(key);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn evict(inner: &mut Inner, (id, namespace, name): &(i64, String, String)) {
+    let Some(catalog) = inner.catalogs.values_mut().find(|c| c.id == *id) else {
+        return;
+    };
+    let Some(names) = catalog.objects.get_mut(namespace) else {
+        return;
+    };
+    if let Some(old) = names.remove(name) {
+        if names.is_empty() {
+            catalog.objects.remove(namespace);
+        }
+        inner.bytes -= size(&old);
+    }
+}
+
+/// Frees room by dropping one namespace's entries (whichever the map yields first: the
+/// order is arbitrary, so this is a random eviction, which suits skewed loads well enough
+/// without the bookkeeping of an LRU).
+fn evict_some(inner: &mut Inner) {
+    let mut freed = 0;
+    for catalog in inner.catalogs.values_mut() {
+        if let Some(namespace) = catalog.objects.keys().next().cloned() {
+            if let Some(names) = catalog.objects.remove(&namespace) {
+                freed = names.values().map(|o| size(o)).sum();
+            }
+            break;
+        }
+    }
+    if freed == 0 {
+        inner.catalogs.clear();
+        inner.bytes = 0;
+    } else {
+        inner.bytes -= freed;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Namespace, ObjectKind};
+
+    fn ident(name: &str) -> Ident {
+        Ident {
+            namespace: Namespace::new(vec!["ns".into()]).unwrap(),
+            name: name.into(),
+        }
+    }
+
+    fn object(location: &str) -> StoredObject {
+        StoredObject {
+            kind: ObjectKind::Table,
+            metadata_location: location.into(),
+            metadata: "{}".into(),
+        }
+    }
+
+    fn touched(name: &str) -> Touched {
+        Touched::Objects(vec![(1, ident(name).namespace.key(), name.into())])
+    }
+
+    fn ticket(cache: &ObjectCache, name: &str) -> Ticket {
+        match cache.get("c", &ident(name).namespace.key(), name) {
+            Lookup::Miss(ticket) => ticket,
+            Lookup::Hit(_) => panic!("unexpected hit"),
+        }
+    }
+
+    fn hit(cache: &ObjectCache, name: &str) -> Option<String> {
+        match cache.get("c", &ident(name).namespace.key(), name) {
+            Lookup::Hit(o) => Some(o.metadata_location.clone()),
+            Lookup::Miss(_) => None,
+        }
+    }
+
+    #[test]
+    fn a_read_no_write_overlapped_is_kept() {
+        let cache = ObjectCache::new(1 << 20);
+        let t = ticket(&cache, "t");
+        cache.fill(t, "c", 1, &ident("t"), &object("v1"));
+        assert_eq!(hit(&cache, "t").as_deref(), Some("v1"));
+    }
+
+    #[test]
+    fn a_read_that_a_write_overlapped_is_not_kept() {
+        let cache = ObjectCache::new(1 << 20);
+        // Read before the write began, filled after it ended.
+        let t = ticket(&cache, "t");
+        cache.begin(&touched("t"));
+        cache.end(&touched("t"));
+        cache.fill(t, "c", 1, &ident("t"), &object("v1"));
+        assert_eq!(hit(&cache, "t"), None);
+        // Read while the write is in flight (the old row), filled before it ends.
+        cache.begin(&touched("t"));
+        let t = ticket(&cache, "t");
+        cache.fill(t, "c", 1, &ident("t"), &object("v1"));
+        assert_eq!(hit(&cache, "t"), None);
+        cache.end(&touched("t"));
+        assert_eq!(hit(&cache, "t"), None);
+    }
+
+    #[test]
+    fn a_write_evicts_what_it_touches_only() {
+        let cache = ObjectCache::new(1 << 20);
+        for name in ["a", "b"] {
+            let t = ticket(&cache, name);
+            cache.fill(t, "c", 1, &ident(name), &object(name));
+        }
+        cache.begin(&touched("a"));
+        assert_eq!(hit(&cache, "a"), None);
+        assert_eq!(hit(&cache, "b").as_deref(), Some("b"));
+        cache.end(&touched("a"));
+        cache.begin(&Touched::All);
+        cache.end(&Touched::All);
+        assert_eq!(hit(&cache, "b"), None);
+    }
+
+    #[test]
+    fn the_budget_bounds_the_bytes_kept() {
+        let cache = ObjectCache::new(4 * size(&object("x")));
+        for i in 0..20 {
+            let name = format!("t{i}");
+            let t = ticket(&cache, &name);
+            cache.fill(t, "c", 1, &ident(&name), &object("x"));
+        }
+        let inner = cache.lock();
+        assert!(
+            inner.bytes <= cache.budget,
+            "{} > {}",
+            inner.bytes,
+            cache.budget
+        );
+        let kept: usize = inner
+            .catalogs
+            .values()
+            .flat_map(|c| c.objects.values())
+            .map(|n| n.len())
+            .sum();
+        assert_eq!(kept * size(&object("x")), inner.bytes);
+    }
+
+    #[test]
+    fn touched_by_mutation() {
+        let m = Mutation::RenameObject {
+            catalog: CatalogId(3),
+            kind: ObjectKind::Table,
+            from: ident("a"),
+            to: ident("b"),
+            expected: "x".into(),
+        };
+        match Touched::of([&m]) {
+            Touched::Objects(keys) => assert_eq!(keys.len(), 2),
+            _ => panic!("a rename touches two objects"),
+        }
+        assert!(matches!(Touched::of([&Mutation::None]), Touched::Nothing));
+    }
+}
