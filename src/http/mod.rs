@@ -48,9 +48,27 @@ use crate::catalog::Catalog;
 use context::RequestId;
 use error::ApiError;
 
-/// What every handler can reach.
+/// What every handler can reach. One `Arc`: the router clones the state (with each
+/// layered route) for every request, and one reference count is the cheapest clone.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The contents of [`AppState`].
+pub struct Shared {
     pub catalog: Arc<Catalog>,
     /// The catalog used when a client names no warehouse.
     pub default_catalog: Arc<str>,

@@ -69,7 +69,8 @@ pub fn etag(metadata_location: &str, mode: SnapshotsMode) -> String {
         mode.as_bytes(),
         &[0xff],
     ];
-    format!("\"{:016x}\"", fnv1a(bytes.concat()))
+    let hash = fnv1a(bytes.into_iter().flatten().copied());
+    format!("\"{hash:016x}\"")
 }
 
 /// `"config":{…}` and, when there are any, `"storage-credentials":[…]`.
