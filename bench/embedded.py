@@ -100,7 +100,7 @@ def start_floe(database_url=None, log="warn", log_file=None, auth="none", env=No
         subprocess.run(["psql", "-q", database_url, "-c", f"CREATE DATABASE {name}"], check=True)
         store = ["--database-url", database_url.rsplit("/", 1)[0] + "/" + name]
     proc = subprocess.Popen(
-        [str(ROOT / "target/release/floe"), "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", data,
+        [os.environ.get("FLOE_BIN", str(ROOT / "target/release/floe")), "serve", "--bind", f"127.0.0.1:{port}", "--data-dir", data,
          "--log", log, "--auth", auth, *store, *extra_args],
         stdout=subprocess.DEVNULL, stderr=log_file or subprocess.DEVNULL,
         env=dict(os.environ, **(env or {})))

@@ -99,6 +99,31 @@ impl Drop for StaticServer {
     }
 }
 
+/// Serves `body` as `application/json` at every GET path on `bind` until Ctrl-C: the
+/// static server a catalog's read path is measured against. It runs on the caller's
+/// runtime, as `floe serve` does, so both have the same threads and HTTP stack.
+pub async fn serve_static(bind: SocketAddr, body: Vec<u8>) -> anyhow::Result<()> {
+    let body = axum::body::Bytes::from(body);
+    let handler = move || {
+        let body = body.clone();
+        async move {
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+        }
+    };
+    let app = Router::new().fallback(get(handler));
+    let listener = tokio::net::TcpListener::bind(bind).await?;
+    println!("serving on http://{}", listener.local_addr()?);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
+
 /// What wrk achieved: requests/s, and CPU seconds per request.
 pub struct WrkRun {
     pub requests_per_second: f64,

@@ -4,6 +4,7 @@ mod args;
 
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
 use crate::bench::ceiling::{ceiling, CeilingSettings};
@@ -167,6 +168,15 @@ enum Workload {
         #[arg(long)]
         no_wrk: bool,
     },
+    /// Serves one file's bytes as JSON at every GET path until stopped: the static
+    /// endpoint that `bench/read-path.py` compares loadTable with (same runtime, same
+    /// HTTP stack, no catalog work).
+    StaticServer {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        bind: std::net::SocketAddr,
+        #[arg(long)]
+        body_file: std::path::PathBuf,
+    },
 }
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -191,6 +201,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 with_wrk: !no_wrk,
             };
             ceiling(&settings).await?
+        }
+        Workload::StaticServer { bind, body_file } => {
+            let body = std::fs::read(&body_file)
+                .with_context(|| format!("reading {}", body_file.display()))?;
+            return crate::bench::ceiling::serve_static(bind, body).await;
         }
         workload => {
             let target = Target::connect(args.target.config()?).await?;
@@ -380,6 +395,8 @@ async fn run_workload(target: &Target, workload: Workload) -> anyhow::Result<Rep
             };
             events::events(target, &settings).await
         }
-        Workload::Ceiling { .. } => unreachable!("handled before connecting"),
+        Workload::Ceiling { .. } | Workload::StaticServer { .. } => {
+            unreachable!("handled before connecting")
+        }
     }
 }
