@@ -1663,4 +1663,23 @@ async fn concurrent_blind_commits_all_succeed() {
     }
     let ours = properties.keys().filter(|k| k.starts_with("p-")).count();
     assert_eq!(ours, 160);
+    // One unbroken chain: each commit (pipelined on the embedded store: built on the one
+    // before while that was still being made durable) left its own file, in the log.
+    // The log keeps the last 100 (Iceberg's write.metadata.previous-versions-max).
+    let log = loaded["metadata"]["metadata-log"].as_array().unwrap();
+    let mut files: Vec<&str> = log
+        .iter()
+        .map(|e| e["metadata-file"].as_str().unwrap())
+        .collect();
+    files.push(loaded["metadata-location"].as_str().unwrap());
+    let version = |file: &str| -> u64 {
+        let name = file.rsplit('/').next().unwrap();
+        name.split('-').next().unwrap().parse().unwrap()
+    };
+    let versions: Vec<u64> = files.iter().map(|f| version(f)).collect();
+    let expected: Vec<u64> = (161 - files.len() as u64..=160).collect();
+    assert_eq!(versions, expected, "one file per commit, in order");
+    for file in &files {
+        assert!(local_path(file).is_file(), "{file} is missing");
+    }
 }

@@ -100,7 +100,7 @@ impl Catalog {
         );
         let event = write_event(operation, &write, &uuid).with("undropped-id", dropped.id.clone());
         let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
-        let _guards = self.commit_locks.lock(record.id, [&ident]).await;
+        let _guards = self.commit_locks.lock(record.id, &[&ident]).await;
         let undrop = Mutation::Undrop {
             catalog: record.id,
             id: id.to_string(),

@@ -12,7 +12,8 @@
 //! - `catalogs`: catalogs (Polaris's management API).
 //! - `namespaces`, `tables`, `views`: the Iceberg REST resources; `objects`: what
 //!   tables and views share (create, register, list, rename, drop, the commit loop).
-//! - `commit`: pure commit rules over iceberg-rust's metadata builders.
+//! - `commit`: pure commit rules over iceberg-rust's metadata builders; `locks`: commits
+//!   to one object queue (and, on the embedded store, pipeline).
 //! - `locations`: where tables and views live, and which locations are allowed.
 //! - `events`: the REST events query over the change-event outbox.
 //! - `dropped`: soft-deleted tables and views: list, undrop, purge, expire.
@@ -33,6 +34,7 @@ mod dropped;
 pub mod error;
 mod events;
 pub mod locations;
+mod locks;
 pub mod namespaces;
 mod objects;
 pub mod outcome;
@@ -41,19 +43,17 @@ pub mod security;
 pub mod tables;
 pub mod views;
 
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Mutex, MutexGuard};
-
 use crate::events::{ChangeEvent, Draft, Origin};
-use crate::model::{now_ms, CatalogId, Ident};
+use crate::model::{now_ms, CatalogId};
 use crate::storage::vending::Vendor;
 use crate::storage::FileStores;
 use crate::store::{Applied, IdempotencyRecord, Mutation, Store, WriteBatch};
 pub use context::RequestContext;
 use error::CatalogResult;
+use locks::CommitLocks;
 pub use outcome::Outcome;
 
 /// Settings of the catalog service, passed in explicitly by `floe serve`.
@@ -153,6 +153,17 @@ impl Catalog {
             Some(locked) => locked.write(batch).await,
             None => self.store.write(batch).await,
         };
+        self.written(has_events, started, applied)
+    }
+
+    /// What follows every write: its duration in the metrics, and the relay woken if it
+    /// carried events.
+    fn written(
+        &self,
+        has_events: bool,
+        started: std::time::Instant,
+        applied: Result<Applied, crate::store::StoreError>,
+    ) -> Result<Applied, crate::store::StoreError> {
         if crate::metrics::enabled() {
             crate::metrics::metrics()
                 .store_write_duration
@@ -258,49 +269,4 @@ impl Catalog {
 fn new_catalog_id() -> CatalogId {
     use rand::Rng;
     CatalogId(rand::rng().random_range(1..i64::MAX))
-}
-
-/// Serialises commits to the same table or view inside this process, so that concurrent
-/// writers queue instead of failing each other's compare-and-swap. Across nodes, the
-/// store's compare-and-swap (and a retry) still decides. Striped: a fixed set of mutexes
-/// chosen by hash, so memory does not grow with the number of tables.
-struct CommitLocks {
-    stripes: Vec<Mutex<()>>,
-}
-
-const COMMIT_LOCK_STRIPES: usize = 1024;
-
-impl CommitLocks {
-    fn new() -> Self {
-        CommitLocks {
-            stripes: (0..COMMIT_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
-        }
-    }
-
-    fn stripe(catalog: CatalogId, ident: &Ident) -> usize {
-        let mut hasher = DefaultHasher::new();
-        catalog.hash(&mut hasher);
-        ident.hash(&mut hasher);
-        (hasher.finish() % COMMIT_LOCK_STRIPES as u64) as usize
-    }
-
-    /// Locks the stripes of all idents, in stripe order so that overlapping multi-table
-    /// transactions cannot deadlock.
-    async fn lock<'a>(
-        &'a self,
-        catalog: CatalogId,
-        idents: impl IntoIterator<Item = &Ident>,
-    ) -> Vec<MutexGuard<'a, ()>> {
-        let mut stripes: Vec<usize> = idents
-            .into_iter()
-            .map(|i| Self::stripe(catalog, i))
-            .collect();
-        stripes.sort_unstable();
-        stripes.dedup();
-        let mut guards = Vec::with_capacity(stripes.len());
-        for stripe in stripes {
-            guards.push(self.stripes[stripe].lock().await);
-        }
-        guards
-    }
 }

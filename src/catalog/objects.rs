@@ -288,7 +288,7 @@ impl Catalog {
         ctx.require(catalog, drop, &securable(kind, from))?;
         ctx.require(catalog, create, &Securable::namespace(&to.namespace))?;
         let record = self.get_catalog(catalog).await?;
-        let _guards = self.commit_locks.lock(record.id, [from, to]).await;
+        let _guards = self.commit_locks.lock(record.id, &[from, to]).await;
         let operation = by_kind(kind, Operation::RenameTable, Operation::RenameView);
         let record = &record;
         self.with_object(record, kind, from, |object| async move {
@@ -351,7 +351,7 @@ impl Catalog {
         let drop = by_kind(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
         ctx.require(catalog, drop, &securable(kind, ident))?;
         let record = self.get_catalog(catalog).await?;
-        let _guards = self.commit_locks.lock(record.id, [ident]).await;
+        let _guards = self.commit_locks.lock(record.id, &[ident]).await;
         let target = &record;
         let dropped = self
             .with_object(target, kind, ident, |object| async move {
@@ -449,12 +449,23 @@ impl Catalog {
         F: Fn(Vec<Option<StoredObject>>) -> Fut,
         Fut: Future<Output = CatalogResult<Vec<Prepared>>>,
     {
-        let _guards = self.commit_locks.lock(catalog.id, idents).await;
+        let ident_refs: Vec<&Ident> = idents.iter().collect();
+        let mut guards = Some(
+            self.commit_locks
+                .lock_keeping_tips(catalog.id, &ident_refs)
+                .await,
+        );
         let attempts = self.settings.max_commit_attempts.max(1);
         for attempt in 1..=attempts {
+            if guards.is_none() {
+                // A pipelined first attempt let go of the lock (see `locks.rs`).
+                guards = Some(self.commit_locks.lock(catalog.id, &ident_refs).await);
+            }
             let locked = if attempt == 1 {
                 None
             } else {
+                // Redone on the stored state: no tip describes it any more.
+                self.commit_locks.forget_tips(catalog.id, idents);
                 match self.store.lock_objects(catalog.id, idents).await {
                     Ok(locked) => Some(locked),
                     // Locking lost to a deadlock (the database chose this one): retry.
@@ -462,19 +473,31 @@ impl Catalog {
                     Err(e) => return Err(e.into()),
                 }
             };
-            let current = match &locked {
-                Some(locked) => locked.current().to_vec(),
-                None => {
-                    let mut current = Vec::with_capacity(idents.len());
-                    for ident in idents {
-                        current.push(self.store.load_object(&catalog.name, ident).await?);
+            let prepared = loop {
+                let mut on_tips = false;
+                let current = match &locked {
+                    Some(locked) => locked.current().to_vec(),
+                    None => {
+                        let mut current = Vec::with_capacity(idents.len());
+                        for ident in idents {
+                            let tip = self.commit_locks.tip(catalog.id, ident);
+                            on_tips |= tip.is_some();
+                            current.push(match tip {
+                                Some(tip) => Some(tip),
+                                None => self.store.load_object(&catalog.name, ident).await?,
+                            });
+                        }
+                        current
                     }
-                    current
+                };
+                match prepare(current).await {
+                    // Refused on the state of a write still in flight: refuse only on
+                    // what is committed (see `locks.rs`).
+                    Err(_) if on_tips => self.commit_locks.settled(catalog.id, idents).await,
+                    prepared => break prepared,
                 }
-            };
-            let prepared = prepare(current).await.inspect_err(|_| {
-                crate::metrics::record_commit("rejected");
-            })?;
+            }
+            .inspect_err(|_| crate::metrics::record_commit("rejected"))?;
             let (writes, drafts): (Vec<ObjectWrite>, Vec<Vec<Draft>>) =
                 prepared.into_iter().map(|p| (p.write, p.events)).unzip();
             let drafts: Vec<Draft> = drafts.into_iter().flatten().collect();
@@ -490,7 +513,24 @@ impl Catalog {
             };
             let events = self.events(ctx, Some((catalog.id, &catalog.name)), drafts);
             let batch = self.batch(ctx, commit, &outcome(&writes), events);
-            let committed = self.apply(batch, locked).await;
+            let committed = match locked {
+                Some(locked) => self.apply(batch, Some(locked)).await,
+                None => {
+                    let has_events = !batch.events.is_empty();
+                    let started = std::time::Instant::now();
+                    match self.store.enqueue(batch) {
+                        // In the commit order: the next commit may build on it now.
+                        Ok(ticket) => {
+                            let tips = self.commit_locks.set_tips(catalog.id, &writes);
+                            guards = None;
+                            let applied = ticket.await;
+                            drop(tips);
+                            self.written(has_events, started, applied)
+                        }
+                        Err(batch) => self.apply(*batch, None).await,
+                    }
+                }
+            };
             let error = match committed {
                 Ok(_) => {
                     crate::metrics::record_commit("committed");

@@ -307,6 +307,10 @@ pub struct Page<T> {
     pub next_after: Option<String>,
 }
 
+/// The outcome of an enqueued write, once it is durable or refused.
+pub type WriteTicket =
+    std::pin::Pin<Box<dyn std::future::Future<Output = StoreResult<Applied>> + Send>>;
+
 /// Tables or views locked for a commit that already lost a race: their current state,
 /// read under a lock that keeps every other writer (on any node) out until `write`
 /// finishes or the value is dropped (which releases the lock without writing).
@@ -336,6 +340,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// The only way to change the store: one batch, one transaction.
     async fn write(&self, batch: WriteBatch) -> StoreResult<Applied>;
+    /// Where a store is its database's only writer (the embedded store): fixes `batch`'s
+    /// place in the commit order now (every batch enqueued later applies after it) and
+    /// returns the wait for its outcome, as [`Store::write`] would give it. Elsewhere the
+    /// batch comes back, to be written with `write`.
+    fn enqueue(&self, batch: WriteBatch) -> Result<WriteTicket, Box<WriteBatch>> {
+        Err(Box::new(batch))
+    }
     /// Locks the objects (existing or not) against other writers, for a commit that lost
     /// the optimistic race: queueing behind the lock is fair where racing again is not.
     async fn lock_objects(

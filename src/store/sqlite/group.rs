@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use super::cache::{ObjectCache, Touched};
 use super::writes;
-use crate::store::{Applied, StoreError, StoreResult, WriteBatch};
+use crate::store::{Applied, StoreError, StoreResult, WriteBatch, WriteTicket};
 
 /// Most batches one transaction takes: bounds a group's latency and its rollback work.
 pub(super) const MAX_GROUP: usize = 256;
@@ -55,13 +55,20 @@ impl GroupCommitter {
 
     /// Applies `batch` in the next group; resolves once it is durable (or refused).
     pub(super) async fn apply(&self, batch: WriteBatch) -> StoreResult<Applied> {
+        self.enqueue(batch).await
+    }
+
+    /// Queues `batch` now (batches queued later apply after it, in this group or a later
+    /// one) and returns the wait for its outcome.
+    pub(super) fn enqueue(&self, batch: WriteBatch) -> WriteTicket {
         let (reply, answer) = oneshot::channel();
-        self.queue
-            .send(Job { batch, reply })
-            .map_err(|_| internal("the commit thread has stopped"))?;
-        answer
-            .await
-            .map_err(|_| internal("the commit thread dropped a write (it panicked)"))?
+        let sent = self.queue.send(Job { batch, reply });
+        Box::pin(async move {
+            sent.map_err(|_| internal("the commit thread has stopped"))?;
+            answer
+                .await
+                .map_err(|_| internal("the commit thread dropped a write (it panicked)"))?
+        })
     }
 }
 

@@ -31,7 +31,7 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 use super::{
     from_json, page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord,
     LockedObjects, Page, PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch,
-    CATALOG_COLUMNS,
+    WriteTicket, CATALOG_COLUMNS,
 };
 use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
@@ -348,6 +348,10 @@ impl Store for SqliteStore {
 
     async fn write(&self, batch: WriteBatch) -> StoreResult<Applied> {
         self.apply(batch).await
+    }
+
+    fn enqueue(&self, batch: WriteBatch) -> Result<WriteTicket, Box<WriteBatch>> {
+        Ok(self.committer.enqueue(batch))
     }
 
     async fn lock_objects(
