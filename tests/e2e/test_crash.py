@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from urllib.parse import quote, unquote, urlparse
 
 import pytest
 import requests
+from conftest import free_port
 
 ROUNDS = 3
 THREADS = 4  # threads 0 and 1 share a table; 2 and 3 own one each
@@ -240,3 +242,18 @@ def test_sigterm_exits_cleanly(floe_server_factory):
     assert time.monotonic() - started < 15
     with pytest.raises(requests.ConnectionError):
         requests.get(server.url + "/healthz", timeout=2)
+
+
+def test_a_second_server_on_one_data_dir_is_refused(floe_server_factory, floe_binary):
+    """The embedded store's cache is valid only while one process writes its database:
+    a second `floe serve` on the same data directory exits with a clear message, and the
+    first one keeps serving."""
+    server = floe_server_factory(["--auth", "none"])
+    second = subprocess.run(
+        [str(floe_binary), "serve", "--bind", f"127.0.0.1:{free_port()}",
+         "--data-dir", str(server.data_dir), "--auth", "none"],
+        capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0
+    assert "in use by another Floe process" in second.stderr, second.stderr
+    r = requests.get(server.url + "/v1/config", params={"warehouse": "default"}, timeout=10)
+    assert r.status_code == 200

@@ -260,10 +260,7 @@ mod tests {
     use crate::model::{Namespace, ObjectKind};
 
     fn ident(name: &str) -> Ident {
-        Ident {
-            namespace: Namespace::new(vec!["ns".into()]).unwrap(),
-            name: name.into(),
-        }
+        Ident::new(Namespace::root().child("ns"), name.into()).unwrap()
     }
 
     fn object(location: &str) -> StoredObject {

@@ -118,22 +118,57 @@ pub struct SqliteStore {
     writer: Arc<Mutex<Connection>>,
     readers: Arc<Mutex<Vec<Connection>>>,
     committer: Arc<group::GroupCommitter>,
-    cache: Arc<ObjectCache>,
-    /// Held while the store is open: the cache is only valid if no other process writes.
-    _lock: Arc<std::fs::File>,
+    /// The database's lock and cache, shared by every store this process opens on it.
+    exclusive: Arc<Exclusive>,
 }
 
-/// An exclusive lock on `<database>.lock`, released when the process ends (however it
-/// ends): two servers on one data directory would each trust a cache the other makes
-/// stale, so the second is refused.
-fn lock_exclusively(path: &Path) -> anyhow::Result<std::fs::File> {
+/// What makes the metadata cache valid: an exclusive lock on `<database>.lock`, held by
+/// one process at a time and released when it ends (however it ends), and the one cache
+/// of the database in that process. Two servers on one data directory would each trust
+/// a cache the other makes stale, so a second process is refused; stores opened on the
+/// same database inside one process (a test restarting a server) share the lock and the
+/// cache, whose protocol (`cache.rs`) holds for several commit threads.
+struct Exclusive {
+    _lock: std::fs::File,
+    cache: Arc<ObjectCache>,
+}
+
+/// The databases this process holds, by their lock file's canonical path.
+type Held = Vec<(std::path::PathBuf, std::sync::Weak<Exclusive>)>;
+static HELD: Mutex<Held> = Mutex::new(Vec::new());
+
+impl Exclusive {
+    fn acquire(path: &Path, cache_bytes: usize) -> anyhow::Result<Arc<Exclusive>> {
+        let lock_path = path.with_extension("db.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
+        let key = lock_path
+            .canonicalize()
+            .with_context(|| format!("resolving {}", lock_path.display()))?;
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        held.retain(|(_, weak)| weak.strong_count() > 0);
+        let shared = held
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, w)| w.upgrade());
+        if let Some(shared) = shared {
+            return Ok(shared);
+        }
+        let exclusive = Arc::new(Exclusive {
+            _lock: lock_exclusively(file, path)?,
+            cache: Arc::new(ObjectCache::new(cache_bytes)),
+        });
+        held.push((key, Arc::downgrade(&exclusive)));
+        Ok(exclusive)
+    }
+}
+
+fn lock_exclusively(file: std::fs::File, path: &Path) -> anyhow::Result<std::fs::File> {
     let lock_path = path.with_extension("db.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening {}", lock_path.display()))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
@@ -174,18 +209,19 @@ impl SqliteStore {
     /// As [`SqliteStore::open`], keeping up to `cache_bytes` of table and view metadata in
     /// memory for loads. Fails if another process has the database open.
     pub fn open_with_cache(path: &Path, cache_bytes: usize) -> anyhow::Result<Self> {
-        let lock = lock_exclusively(path)?;
+        let exclusive = Exclusive::acquire(path, cache_bytes)?;
         let mut conn = open_connection(path)?;
         migrate(&mut conn)?;
         let writer = Arc::new(Mutex::new(conn));
-        let cache = Arc::new(ObjectCache::new(cache_bytes));
         Ok(SqliteStore {
             path: Arc::from(path),
-            committer: Arc::new(group::GroupCommitter::start(writer.clone(), cache.clone())?),
+            committer: Arc::new(group::GroupCommitter::start(
+                writer.clone(),
+                exclusive.cache.clone(),
+            )?),
             writer,
             readers: Arc::new(Mutex::new(Vec::new())),
-            cache,
-            _lock: Arc::new(lock),
+            exclusive,
         })
     }
 
@@ -448,7 +484,7 @@ impl Store for SqliteStore {
 
     async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>> {
         let namespace = ident.namespace.key();
-        let ticket = match self.cache.get(catalog, &namespace, &ident.name) {
+        let ticket = match self.exclusive.cache.get(catalog, &namespace, &ident.name) {
             Lookup::Hit(object) => return Ok(Some(StoredObject::clone(&object))),
             Lookup::Miss(ticket) => ticket,
         };
@@ -478,7 +514,9 @@ impl Store for SqliteStore {
             }
         })?;
         if let Some(object) = &object {
-            self.cache.fill(ticket, catalog, id, ident, object);
+            self.exclusive
+                .cache
+                .fill(ticket, catalog, id, ident, object);
         }
         Ok(object)
     }
@@ -625,19 +663,61 @@ impl Store for SqliteStore {
 mod tests {
     use super::SqliteStore;
 
-    #[test]
-    fn a_second_store_on_one_database_is_refused() {
+    #[tokio::test]
+    async fn stores_on_one_database_in_one_process_share_its_cache() {
+        use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
+        use crate::store::{Mutation, ObjectWrite, Store, WriteBatch};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("catalog.db");
-        let first = SqliteStore::open(&path).unwrap();
-        let second = SqliteStore::open(&path).err().expect("refused");
-        assert!(
-            second
-                .to_string()
-                .contains("in use by another Floe process"),
-            "{second}"
-        );
-        drop(first);
-        SqliteStore::open(&path).unwrap();
+        let a = SqliteStore::open_with_cache(&path, 1 << 20).unwrap();
+        let b = SqliteStore::open_with_cache(&path, 1 << 20).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&a.exclusive, &b.exclusive));
+        let (c, ns) = (CatalogId(7), Namespace::root().child("db"));
+        let t = Ident::new(ns.clone(), "t".into()).unwrap();
+        let version = |n: u32| ObjectWrite {
+            ident: t.clone(),
+            kind: ObjectKind::Table,
+            expected_metadata_location: n.checked_sub(1).map(location),
+            metadata_location: location(n),
+            metadata: "{}".into(),
+            location: "file:///wh/t/".into(),
+            check_location: n == 0,
+        };
+        fn location(n: u32) -> String {
+            format!("file:///wh/t/metadata/{n:05}.json")
+        }
+        let record = crate::model::CatalogRecord {
+            id: c,
+            name: "c".into(),
+            properties: Default::default(),
+            storage_config: serde_json::json!({"storageType": "FILE"}),
+            created_ms: 0,
+            updated_ms: 0,
+            version: 1,
+        };
+        for mutation in [
+            Mutation::CreateCatalog(record),
+            Mutation::CreateNamespace {
+                catalog: c,
+                namespace: ns,
+                properties: Default::default(),
+            },
+            Mutation::CommitObjects {
+                catalog: c,
+                writes: vec![version(0)],
+            },
+        ] {
+            a.write(WriteBatch::new(mutation, 0)).await.unwrap();
+        }
+        // `a` caches version 0, `b` commits version 1: `a` loads version 1.
+        let loaded = a.load_object("c", &t).await.unwrap().unwrap();
+        assert_eq!(loaded.metadata_location, location(0));
+        let commit = Mutation::CommitObjects {
+            catalog: c,
+            writes: vec![version(1)],
+        };
+        b.write(WriteBatch::new(commit, 0)).await.unwrap();
+        let loaded = a.load_object("c", &t).await.unwrap().unwrap();
+        assert_eq!(loaded.metadata_location, location(1));
     }
 }
