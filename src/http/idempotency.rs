@@ -13,14 +13,11 @@
 //!   commit (nothing of it is applied) and answers with the first one's outcome.
 
 use std::convert::Infallible;
-use std::task::{Context, Poll};
 
 use axum::body::{to_bytes, Body};
 use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures_util::future::{BoxFuture, Either};
-use tower_layer::Layer;
 use tower_service::Service;
 
 use super::context::RequestId;
@@ -52,58 +49,14 @@ fn is_final(status: StatusCode) -> bool {
     status.is_success() || (status.is_client_error() && !not_final.contains(&status.as_u16()))
 }
 
-/// The route layer. Reads and mutations without a key go straight through (no clone,
-/// no allocation: this sits on every request's path); keyed mutations take
-/// [`idempotent`].
-#[derive(Clone)]
-pub struct IdempotencyLayer(pub AppState);
-
-impl<S> Layer<S> for IdempotencyLayer {
-    type Service = Idempotent<S>;
-
-    fn layer(&self, inner: S) -> Idempotent<S> {
-        Idempotent {
-            inner,
-            state: self.0.clone(),
-        }
-    }
-}
-
-#[derive(Clone)]
-pub struct Idempotent<S> {
-    inner: S,
-    state: AppState,
-}
-
-impl<S> Service<Request> for Idempotent<S>
-where
-    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = Response;
-    type Error = Infallible;
-    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request) -> Self::Future {
-        if !is_mutation(request.method()) || !request.headers().contains_key(HEADER) {
-            return Either::Left(self.inner.call(request));
-        }
-        // The service made ready is the one to call; a clone stays for the next call.
-        let clone = self.inner.clone();
-        let ready = std::mem::replace(&mut self.inner, clone);
-        let state = self.state.clone();
-        Either::Right(Box::pin(async move {
-            Ok(idempotent(state, request, ready).await)
-        }))
-    }
+/// Whether `request` takes the idempotency path: a mutation with a key. Reads and
+/// mutations without a key go straight through (this sits on every request's path).
+pub(super) fn is_keyed_mutation(request: &Request) -> bool {
+    is_mutation(request.method()) && request.headers().contains_key(HEADER)
 }
 
 /// A mutation with an `Idempotency-Key`: replay, refuse, or run and record.
-async fn idempotent<S>(state: AppState, request: Request, mut inner: S) -> Response
+pub(super) async fn idempotent<S>(state: AppState, request: Request, mut inner: S) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible>,
 {

@@ -111,8 +111,8 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .merge(console::routes())
         // A route layer, added before the 405 fallback, so that the fallback stays outside
         // it: an undeclared method is a 405 even when it carries a reused Idempotency-Key.
-        .route_layer(idempotency::IdempotencyLayer(state.clone()))
-        .route_layer(middleware::from_fn(mark_route))
+        // One layer for both of its jobs: each costs a boxed clone per request.
+        .route_layer(middleware::from_fn_with_state(state.clone(), routed))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
         // One outer layer for what every request goes through (request id, log line,
@@ -174,12 +174,19 @@ fn method_label(method: &axum::http::Method) -> &'static str {
 #[derive(Clone, Copy)]
 struct Route(&'static str);
 
-async fn mark_route(
+/// What runs once the route is known: a keyed mutation takes the idempotency path
+/// (`idempotency`), and the response is marked with the route template for metrics.
+async fn routed(
+    State(state): State<AppState>,
     matched: Option<axum::extract::MatchedPath>,
     request: Request,
     next: Next,
 ) -> Response {
-    let mut response = next.run(request).await;
+    let mut response = if idempotency::is_keyed_mutation(&request) {
+        idempotency::idempotent(state, request, next).await
+    } else {
+        next.run(request).await
+    };
     if let Some(matched) = matched {
         response
             .extensions_mut()
