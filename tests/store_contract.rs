@@ -1154,6 +1154,7 @@ async fn dropped_objects_can_be_undropped_or_forgotten(store: Arc<dyn Store>) {
             retain: Some(Retention {
                 id: id.to_string(),
                 purge: true,
+                dropped_ms: now,
                 expires_ms,
             }),
         })

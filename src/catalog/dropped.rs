@@ -24,10 +24,14 @@ impl Catalog {
     /// How a drop is kept now (`None`: the retention is off).
     pub(super) fn retention(&self, purge: bool) -> Option<Retention> {
         let retention = self.settings.drop_retention;
-        (!retention.is_zero()).then(|| Retention {
-            id: uuid::Uuid::now_v7().to_string(),
-            purge,
-            expires_ms: now_ms() + retention.as_millis() as i64,
+        (!retention.is_zero()).then(|| {
+            let now = now_ms();
+            Retention {
+                id: uuid::Uuid::now_v7().to_string(),
+                purge,
+                dropped_ms: now,
+                expires_ms: now + retention.as_millis() as i64,
+            }
         })
     }
 

@@ -274,6 +274,9 @@ pub struct Retention {
     pub id: String,
     /// Whether the drop asked for the files to be purged (after the retention).
     pub purge: bool,
+    /// When the drop happened; `expires_ms` is counted from the same clock reading, so
+    /// the two always differ by exactly the retention.
+    pub dropped_ms: i64,
     pub expires_ms: i64,
 }
 

@@ -58,7 +58,6 @@ pub(super) async fn retain(
     object: &StoredObject,
     location: &str,
     retention: &Retention,
-    now_ms: i64,
 ) -> Attempt<()> {
     let ns = ident.namespace.key();
     q.execute_all_typed(
@@ -73,7 +72,7 @@ pub(super) async fn retain(
             text(&object.metadata),
             text(&location),
             boolean(&retention.purge),
-            int8(&now_ms),
+            int8(&retention.dropped_ms),
             int8(&retention.expires_ms),
         ],
     )

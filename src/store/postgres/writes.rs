@@ -63,16 +63,7 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
         } => {
             let (object, location) = drop_object(q, *catalog, *kind, ident, expected).await?;
             if let Some(retention) = retain {
-                dropped::retain(
-                    q,
-                    *catalog,
-                    ident,
-                    &object,
-                    &location,
-                    retention,
-                    batch.now_ms,
-                )
-                .await?;
+                dropped::retain(q, *catalog, ident, &object, &location, retention).await?;
             }
             return Ok(Applied::Dropped(object));
         }

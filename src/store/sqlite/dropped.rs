@@ -51,7 +51,6 @@ pub(super) fn retain(
     object: &StoredObject,
     location: &str,
     retention: &Retention,
-    now_ms: i64,
 ) -> StoreResult<()> {
     tx.execute(
         &format!("INSERT INTO dropped_objects ({DROPPED_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
@@ -65,7 +64,7 @@ pub(super) fn retain(
             object.metadata,
             location,
             retention.purge,
-            now_ms,
+            retention.dropped_ms,
             retention.expires_ms
         ],
     )

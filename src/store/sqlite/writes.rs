@@ -63,7 +63,7 @@ fn apply_mutation(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> 
         } => {
             let (object, location) = drop_object(tx, *catalog, *kind, ident, expected)?;
             if let Some(retention) = retain {
-                dropped::retain(tx, *catalog, ident, &object, &location, retention, now)?;
+                dropped::retain(tx, *catalog, ident, &object, &location, retention)?;
             }
             return Ok(Applied::Dropped(object));
         }
