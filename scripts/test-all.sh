@@ -15,6 +15,7 @@
 #   4. cargo test --release --no-fail-fast (every test binary, even after a failure)
 #   5. the Iceberg REST Compatibility Kit      (tests/rck/run.sh), then again with the
 #      tables on S3 and vended credentials     (RCK_STORAGE=s3 tests/rck/run.sh; ~40 s)
+#      and the Rust HTTP suites with the default catalog on S3 (tests/http_on_s3.sh)
 #   6. a bounded schemathesis fuzz of the spec (tests/fuzz/run.sh, ~1-2 min)
 #   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
 #   8. pytest tests/e2e                        (PyIceberg, crash tests, S3 with vended
@@ -204,6 +205,16 @@ elif ((!build_ok)); then
 else
   run_step "Iceberg REST Compatibility Kit on S3 (RCK_STORAGE=s3 tests/rck/run.sh)" \
     env RCK_STORAGE=s3 "$ROOT/tests/rck/run.sh" || true
+fi
+
+# ---------------------------------------------------------------------------
+# The Rust HTTP suites again, with every test server's default catalog on S3 (SeaweedFS
+# with STS): metadata files, purges and the file checks of the negative tests on S3
+# ---------------------------------------------------------------------------
+if ((!build_ok)); then
+  skip_step "HTTP tests on S3" "no build"
+else
+  run_step "HTTP tests on S3 (tests/http_on_s3.sh)" "$ROOT/tests/http_on_s3.sh" "${locked[@]}" || true
 fi
 
 # ---------------------------------------------------------------------------

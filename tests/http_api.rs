@@ -361,7 +361,7 @@ async fn create_load_exist_list_and_credentials_of_a_table() {
             && metadata_location.ends_with(".metadata.json"),
         "{metadata_location}"
     );
-    assert!(local_path(&metadata_location).is_file());
+    assert!(s.files.is_file(&metadata_location).await);
     assert_eq!(created["metadata"]["format-version"], 2);
     assert_eq!(table_property(&created, "owner").as_deref(), Some("ann"));
     assert_eq!(created["metadata"]["current-schema-id"], 0);
@@ -385,7 +385,26 @@ async fn create_load_exist_list_and_credentials_of_a_table() {
         .await
         .ok(200)
         .json();
-    assert_eq!(credentials, json!({ "storage-credentials": [] }));
+    if s.on_s3() {
+        // Vended for the table's own location, with the endpoint to refresh them.
+        let vended = credentials["storage-credentials"].as_array().unwrap();
+        assert_eq!(vended.len(), 1, "{credentials}");
+        assert_eq!(vended[0]["prefix"], location.as_str());
+        let config = &vended[0]["config"];
+        for key in [
+            "s3.access-key-id",
+            "s3.secret-access-key",
+            "s3.session-token",
+        ] {
+            assert!(config[key].is_string(), "{key} missing: {credentials}");
+        }
+        assert!(config["client.refresh-credentials-endpoint"]
+            .as_str()
+            .is_some_and(|e| e.ends_with("/credentials")));
+    } else {
+        // The local file system vends nothing.
+        assert_eq!(credentials, json!({ "storage-credentials": [] }));
+    }
 
     // A table at a location the client chose, inside the catalog.
     let chosen = format!("{}/custom/place", s.warehouse());
@@ -618,7 +637,7 @@ async fn commits_apply_updates_and_check_requirements() {
     assert_eq!(moved["metadata"]["location"], moved_to.as_str());
     let file = moved["metadata-location"].as_str().unwrap();
     assert!(file.starts_with(&format!("{moved_to}/metadata/")), "{file}");
-    assert!(local_path(file).is_file());
+    assert!(s.files.is_file(file).await);
     assert_eq!(s.load_table(&["db"], "t").await, moved);
 }
 
@@ -676,7 +695,7 @@ async fn staged_create_then_commit_with_assert_create() {
         .as_str()
         .expect("a created table has a metadata file")
         .to_string();
-    assert!(local_path(&metadata_location).is_file());
+    assert!(s.files.is_file(&metadata_location).await);
     assert_eq!(committed["metadata"]["table-uuid"], uuid);
     assert_eq!(committed["metadata"]["location"], location.as_str());
     assert_eq!(table_property(&committed, "stage").as_deref(), Some("done"));
@@ -756,7 +775,11 @@ async fn transaction_with_a_failing_requirement_changes_neither_table() {
     for (name, before) in [("a", &a), ("b", &b)] {
         let now = s.load_table(&["db"], name).await;
         assert_eq!(now, *before, "{name} must not change");
-        assert_eq!(metadata_files(&now), metadata_files(before), "{name}");
+        assert_eq!(
+            s.metadata_files(&now).await,
+            s.metadata_files(before).await,
+            "{name}"
+        );
     }
 }
 
@@ -808,7 +831,11 @@ async fn transaction_creating_a_table_is_atomic_too() {
     .ok(204);
     let c = s.load_table(&["db"], "c").await;
     assert_eq!(table_property(&c, "born").as_deref(), Some("in-tx"));
-    assert!(local_path(c["metadata-location"].as_str().unwrap()).is_file());
+    assert!(
+        s.files
+            .is_file(c["metadata-location"].as_str().unwrap())
+            .await
+    );
     assert_eq!(
         table_property(&s.load_table(&["db"], "a").await, "tx").as_deref(),
         Some("1")
@@ -843,7 +870,11 @@ async fn transaction_rejected_by_the_store_changes_neither_table() {
     for (name, before) in [("a", &a), ("b", &b)] {
         let now = s.load_table(&["db"], name).await;
         assert_eq!(now, *before, "{name} must not change");
-        assert_eq!(metadata_files(&now), metadata_files(before), "{name}");
+        assert_eq!(
+            s.metadata_files(&now).await,
+            s.metadata_files(before).await,
+            "{name}"
+        );
     }
 }
 
@@ -886,7 +917,7 @@ async fn register_a_dropped_tables_metadata_file() {
     let metadata_location = last["metadata-location"].as_str().unwrap().to_string();
     s.delete(&table_url(&["db"], "t")).await.ok(204);
     assert!(
-        local_path(&metadata_location).is_file(),
+        s.files.is_file(&metadata_location).await,
         "drop without purge keeps files"
     );
 
@@ -941,9 +972,9 @@ async fn drop_with_purge_deletes_the_table_directory() {
     let purged = s.create_table(&["db"], "purged").await;
     s.set_table_properties(&["db"], "purged", json!({ "x": "1" }))
         .await;
-    let kept_dir = local_path(kept["metadata"]["location"].as_str().unwrap());
-    let purged_dir = local_path(purged["metadata"]["location"].as_str().unwrap());
-    assert!(purged_dir.is_dir());
+    let kept_dir = kept["metadata"]["location"].as_str().unwrap();
+    let purged_dir = purged["metadata"]["location"].as_str().unwrap();
+    assert!(!s.files.list(purged_dir).await.is_empty());
 
     s.delete(&format!(
         "{}?purgeRequested=True",
@@ -951,10 +982,10 @@ async fn drop_with_purge_deletes_the_table_directory() {
     ))
     .await
     .ok(204);
-    assert!(
-        !purged_dir.exists(),
-        "{} must be gone",
-        purged_dir.display()
+    assert_eq!(
+        s.files.list(purged_dir).await,
+        Vec::<String>::new(),
+        "{purged_dir} must be gone"
     );
     s.delete(&format!(
         "{}?purgeRequested=false",
@@ -962,7 +993,10 @@ async fn drop_with_purge_deletes_the_table_directory() {
     ))
     .await
     .ok(204);
-    assert!(kept_dir.is_dir(), "a drop without purge keeps the files");
+    assert!(
+        !s.files.list(kept_dir).await.is_empty(),
+        "a drop without purge keeps the files"
+    );
     for name in ["kept", "purged"] {
         s.get(&table_url(&["db"], name))
             .await
@@ -1033,7 +1067,7 @@ async fn views_create_load_replace_rename_drop_and_register() {
     s.create_namespace(&["other"]).await;
     let created = s.create_view(&["db"], "v").await;
     let first = created["metadata-location"].as_str().unwrap().to_string();
-    assert!(local_path(&first).is_file());
+    assert!(s.files.is_file(&first).await);
     let metadata = &created["metadata"];
     assert_eq!(metadata["current-version-id"], 1);
     assert_eq!(metadata["properties"]["comment"], "a test view");
@@ -1528,7 +1562,9 @@ async fn special_characters_in_names_round_trip() {
     expected.sort();
     assert_eq!(s.list_namespaces(None).await, expected);
     assert_eq!(
-        tree(&local_path(&s.warehouse()))
+        s.files
+            .list(&s.warehouse())
+            .await
             .iter()
             .filter(|f| f.ends_with(".metadata.json"))
             .count(),
@@ -1580,7 +1616,7 @@ async fn purging_a_table_never_deletes_another_objects_files() {
         .await
         .ok(204);
     assert!(
-        local_path(&view_file).is_file(),
+        s.files.is_file(&view_file).await,
         "purging table db.t deleted the metadata file {view_file} of view db.v"
     );
 }
@@ -1619,7 +1655,7 @@ async fn purging_a_table_never_deletes_another_tables_metadata() {
         .ok(204);
     let b_file = b["metadata-location"].as_str().unwrap();
     assert!(
-        local_path(b_file).is_file(),
+        s.files.is_file(b_file).await,
         "purging table db.a deleted {b_file}, the metadata file of table db.b"
     );
     s.load_table(&["db"], "b").await;
@@ -1680,6 +1716,6 @@ async fn concurrent_blind_commits_all_succeed() {
     let expected: Vec<u64> = (161 - files.len() as u64..=160).collect();
     assert_eq!(versions, expected, "one file per commit, in order");
     for file in &files {
-        assert!(local_path(file).is_file(), "{file} is missing");
+        assert!(s.files.is_file(file).await, "{file} is missing");
     }
 }

@@ -371,8 +371,8 @@ async fn roles_by_operation_allowed_and_denied() {
     let commit = json!({"updates": [{"action": "set-properties", "updates": {"k": "v"}}]});
     let create = json!({"name": "new", "schema": schema()});
     let state = |s: &Server| {
-        let dir = s.data_dir();
-        async move { tree(&dir) }
+        let (dir, files, warehouse) = (s.data_dir(), s.files.clone(), s.warehouse());
+        async move { (tree(&dir), files.list(&warehouse).await) }
     };
     let before = state(&s).await;
     // Reader: loads and lists tables in db; nothing else.

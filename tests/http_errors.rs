@@ -562,7 +562,7 @@ async fn locations_outside_the_catalog_are_forbidden() {
     .await
     .error(403, "ForbiddenException");
     s.assert_unchanged(&before, "forbidden locations").await;
-    assert!(tree(&local_path(&s.outside())).is_empty());
+    assert!(s.files.list(&s.outside()).await.is_empty());
 }
 
 #[tokio::test]
@@ -599,11 +599,8 @@ async fn locations_with_dot_segments_are_a_400() {
     .await
     .error(403, "ForbiddenException");
     s.assert_unchanged(&before, "dot-dot locations").await;
-    assert!(!local_path(&s.warehouse())
-        .parent()
-        .unwrap()
-        .join("escape")
-        .exists());
+    let parent = s.warehouse().rsplit_once('/').unwrap().0.to_string();
+    assert!(s.files.list(&format!("{parent}/escape")).await.is_empty());
 }
 
 #[tokio::test]
@@ -927,7 +924,7 @@ async fn missing_objects_and_duplicates() {
 async fn registering_a_bad_metadata_file_is_rejected() {
     let (s, _) = populated().await;
     let junk = format!("{}/junk.json", s.warehouse());
-    std::fs::write(local_path(&junk), "{\"not\": \"metadata\"}").unwrap();
+    s.files.write(&junk, "{\"not\": \"metadata\"}").await;
     let before = s.state().await;
     for (path, location) in [
         (format!("{}/register", ns_url(&["db"])), junk.clone()),
@@ -1064,7 +1061,7 @@ async fn registering_a_metadata_file_outside_the_catalog_is_forbidden() {
     // A copy of a valid metadata file (whose table location is inside the catalog) placed
     // outside the catalog's allowed locations.
     let outside = format!("{}/copy.metadata.json", s.outside());
-    std::fs::copy(local_path(&inside), local_path(&outside)).unwrap();
+    s.files.copy(&inside, &outside).await;
     let before = s.state().await;
     s.post(
         &format!("{}/register", ns_url(&["db"])),
@@ -1087,7 +1084,13 @@ async fn registering_a_metadata_file_outside_the_catalog_is_forbidden() {
 async fn bad_catalog_definitions_are_a_400() {
     let (s, before) = populated().await;
     let catalogs = "/api/management/v1/catalogs";
-    let base = format!("file://{}/c", s.data_dir().display());
+    let base = format!("{}/c", s.root());
+    // A location on another kind of storage than the catalogs' (FILE or S3).
+    let foreign = if s.on_s3() {
+        "file:///x"
+    } else {
+        "s3://bucket/x"
+    };
     for catalog in [
         json!({ "name": "a/b", "properties": { "default-base-location": base } }),
         json!({ "name": "", "properties": { "default-base-location": base } }),
@@ -1095,7 +1098,7 @@ async fn bad_catalog_definitions_are_a_400() {
         json!({ "name": "tab\there", "properties": { "default-base-location": base } }),
         json!({ "name": "ext", "type": "EXTERNAL", "properties": { "default-base-location": base } }),
         json!({ "name": "dots", "properties": { "default-base-location": format!("{base}/../up") } }),
-        json!({ "name": "s3", "properties": { "default-base-location": "s3://bucket/x" } }),
+        json!({ "name": "foreign", "properties": { "default-base-location": foreign } }),
         json!({ "name": "allowed", "properties": { "default-base-location": base },
                 "storageConfigInfo": { "storageType": "FILE", "allowedLocations": "file:///x" } }),
         json!({ "name": "allowed2", "properties": { "default-base-location": base },
@@ -1134,7 +1137,7 @@ async fn registering_a_view_file_outside_the_catalog_is_forbidden() {
     let inside = view["metadata-location"].as_str().unwrap().to_string();
     s.delete(&view_url(&["db"], "v")).await.ok(204);
     let outside = format!("{}/copy.metadata.json", s.outside());
-    std::fs::copy(local_path(&inside), local_path(&outside)).unwrap();
+    s.files.copy(&inside, &outside).await;
     let before = s.state().await;
     s.post(
         &format!("{}/register-view", ns_url(&["db"])),

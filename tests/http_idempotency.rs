@@ -69,7 +69,10 @@ async fn retried_mutations_take_effect_once() {
         s.table_pointer(&["db"], "t").await.as_deref(),
         Some(location)
     );
-    let metadata_files = tree(&s.data_dir())
+    let metadata_files = s
+        .files
+        .list(&s.warehouse())
+        .await
         .into_iter()
         .filter(|f| f.ends_with(".metadata.json"))
         .count();

@@ -6,7 +6,12 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+pub mod files;
+
+use std::path::PathBuf;
+
+#[allow(unused_imports)] // each test binary uses some of them
+pub use files::{local_path, tree, Files};
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use reqwest::header::HeaderMap;
@@ -43,6 +48,12 @@ pub struct Server {
     pub base: String,
     pub client: reqwest::Client,
     pub dir: tempfile::TempDir,
+    /// The files behind the server's locations (the data dir, or S3).
+    pub files: Files,
+    /// Root of the catalogs created without a base location (`warehouse()`'s parent).
+    root: String,
+    /// A place outside every catalog's allowed locations.
+    outside: String,
     shutdown: Option<oneshot::Sender<()>>,
 }
 
@@ -59,6 +70,27 @@ impl Server {
         if let Some(settings) = postgres_for_test().await {
             config.postgres = Some(settings);
         }
+        let s3 = files::s3_for_test();
+        let (root, outside) = match &s3 {
+            Some(s3) => {
+                let root = s3.fresh_root("http");
+                config.warehouse = Some(root.clone());
+                config.default_storage = Some(s3.storage_config());
+                (root, s3.fresh_root("outside"))
+            }
+            None => {
+                let data = dir.path().join("data");
+                std::fs::create_dir_all(&data).expect("data dir");
+                let data = data.canonicalize().expect("data dir exists");
+                let outside = dir.path().join("outside");
+                std::fs::create_dir_all(&outside).expect("outside dir");
+                let outside = outside.canonicalize().expect("outside dir exists");
+                (
+                    format!("file://{}/warehouse", data.display()),
+                    format!("file://{}", outside.display()),
+                )
+            }
+        };
         configure(&mut config);
         let router = floe::server::build(&config).await.expect("server builds");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -73,6 +105,9 @@ impl Server {
             base: format!("http://{address}"),
             client: reqwest::Client::new(),
             dir,
+            files: Files::for_target(s3.as_ref()),
+            root,
+            outside,
             shutdown: Some(shutdown),
         }
     }
@@ -86,16 +121,26 @@ impl Server {
             .expect("data dir exists")
     }
 
-    /// The default catalog's base location, `file:///.../warehouse/default`.
+    /// The default catalog's base location, `file:///.../warehouse/default` (or
+    /// `s3://BUCKET/http-<uuid>/default`).
     pub fn warehouse(&self) -> String {
-        format!("file://{}/warehouse/{CATALOG}", self.data_dir().display())
+        format!("{}/{CATALOG}", self.root)
     }
 
-    /// A directory of this test outside the catalog's locations.
+    /// Where catalogs created without a base location go (`file:///.../warehouse` or
+    /// `s3://BUCKET/http-<uuid>`).
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Whether the default catalog keeps its files on S3.
+    pub fn on_s3(&self) -> bool {
+        matches!(self.files, Files::S3 { .. })
+    }
+
+    /// A directory of this test outside the catalogs' locations (on the same storage).
     pub fn outside(&self) -> String {
-        let path = self.dir.path().join("outside");
-        std::fs::create_dir_all(&path).unwrap();
-        format!("file://{}", path.canonicalize().unwrap().display())
+        self.outside.clone()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -492,31 +537,12 @@ pub fn view_body(name: &str, namespace: &[&str], sql: &str) -> Value {
     })
 }
 
-/// The local path of a `file:` location.
-pub fn local_path(location: &str) -> PathBuf {
-    let path = location
-        .strip_prefix("file://")
-        .or_else(|| location.strip_prefix("file:"))
-        .unwrap_or(location);
-    PathBuf::from(path)
-}
-
-/// The file names in a directory, sorted (empty if it does not exist).
-pub fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    names.sort();
-    names
-}
-
-/// The metadata files of a table, from its LoadTableResult.
-pub fn metadata_files(load: &Value) -> Vec<String> {
-    let location = load["metadata"]["location"].as_str().expect("location");
-    files_in(&local_path(location).join("metadata"))
+impl Server {
+    /// The metadata files of a table, from its LoadTableResult (names, sorted).
+    pub async fn metadata_files(&self, load: &Value) -> Vec<String> {
+        let location = load["metadata"]["location"].as_str().expect("location");
+        self.files.list(&format!("{location}/metadata")).await
+    }
 }
 
 /// What a table's property is, from a LoadTableResult.
@@ -528,31 +554,11 @@ pub fn table_property(load: &Value, key: &str) -> Option<String> {
 
 // ---- whole-state snapshots ----------------------------------------------------------------
 
-/// Every file under a directory, relative and sorted.
-pub fn tree(dir: &Path) -> Vec<String> {
-    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(root, &path, out);
-            } else {
-                out.push(path.strip_prefix(root).unwrap().display().to_string());
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
-}
-
 impl Server {
     /// The default catalog's whole visible state, read through the API: every namespace
     /// with its properties, every table and view with its pointer, and every file in the
-    /// data directory except the database's. Compare two snapshots to prove a rejected
+    /// data directory except the database's (on S3, every object under the server's
+    /// warehouse and outside places too). Compare two snapshots to prove a rejected
     /// request changed nothing.
     pub async fn state(&self) -> Value {
         let mut namespaces = serde_json::Map::new();
@@ -579,10 +585,17 @@ impl Server {
             );
             queue.extend(self.list_namespaces(Some(&refs)).await);
         }
-        let files: Vec<String> = tree(&self.data_dir())
+        let mut files: Vec<String> = tree(&self.data_dir())
             .into_iter()
             .filter(|f| !f.starts_with("catalog.db"))
             .collect();
+        if self.on_s3() {
+            let root = format!("{}/", self.root);
+            for prefix in [&root, &self.outside] {
+                let listed = self.files.list(prefix).await;
+                files.extend(listed.into_iter().map(|f| format!("{prefix}/{f}")));
+            }
+        }
         json!({ "namespaces": namespaces, "files": files })
     }
 

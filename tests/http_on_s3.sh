@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The Rust HTTP suites (tests/http_*.rs) with every test server's default catalog on S3.
+#
+#   tests/http_on_s3.sh [extra cargo test args]
+#
+# Starts a throwaway SeaweedFS with STS (scripts/s3-server.sh, loopback only), then runs
+# `cargo test --release --test http_api --test http_errors --test http_idempotency
+# --test http_auth` with FLOE_TEST_S3_ENDPOINT set: each test server's default catalog
+# is then an S3 catalog with a warehouse of its own (tests/common/files.rs), the server
+# holds the S3 admin keys (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as a deployed one
+# would), and the tests' file checks (a purge deleted the table's files, a refused
+# request wrote nothing) read the bucket. The S3 server is stopped and deleted afterwards.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+S3_SCRIPT="$ROOT/scripts/s3-server.sh"
+S3_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-http-s3.XXXXXX")"
+
+cleanup() { bash "$S3_SCRIPT" stop "$S3_DIR" || true; }
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+endpoint=""
+for attempt in 1 2 3; do
+  if endpoint="$(bash "$S3_SCRIPT" start "$S3_DIR" "$(free_port)")"; then
+    endpoint="$(printf '%s\n' "$endpoint" | tail -n 1)"
+    break
+  fi
+  echo "[http-on-s3] the S3 server did not start (attempt $attempt)" >&2
+  endpoint=""
+done
+[[ -n "$endpoint" ]] || { echo "[http-on-s3] ERROR: no S3 server" >&2; exit 1; }
+echo "[http-on-s3] S3 server at $endpoint"
+
+# The fixed identity and role of scripts/s3-server.sh.
+export FLOE_TEST_S3_ENDPOINT="$endpoint"
+export FLOE_TEST_S3_BUCKET=lake
+export FLOE_TEST_S3_ROLE_ARN="arn:aws:iam::000000000000:role/FloeVended"
+export AWS_ACCESS_KEY_ID=floe-admin
+export AWS_SECRET_ACCESS_KEY=floe-admin-secret
+export AWS_REGION=us-east-1
+
+cd "$ROOT"
+cargo test --release --test http_api --test http_errors --test http_idempotency \
+  --test http_auth "$@"
