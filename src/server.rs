@@ -14,6 +14,7 @@ use crate::catalog::security::Authenticators;
 use crate::catalog::{Catalog, CatalogSettings};
 use crate::events::relay::{self, RelaySettings};
 use crate::http::auth::{AuthMode, AuthSettings};
+use crate::http::console::{ConsoleLogin, ConsoleSettings};
 use crate::http::{self, AppState, HttpSettings};
 use crate::store::postgres::{PostgresSettings, PostgresStore};
 use crate::store::sqlite::SqliteStore;
@@ -165,8 +166,29 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
         state,
         &HttpSettings {
             max_body_bytes: config.max_body_bytes,
+            console: console_settings(&config.auth).await?,
         },
     ))
+}
+
+/// The console's sign-in at the external issuer: its endpoints are read from the
+/// issuer's discovery document now, so a wrong issuer fails the start.
+async fn console_settings(auth: &AuthSettings) -> anyhow::Result<ConsoleSettings> {
+    let (Some(client), Some(oidc)) = (&auth.console_client, &auth.oidc) else {
+        return Ok(ConsoleSettings::default());
+    };
+    let endpoints = crate::auth::oidc::login_endpoints(&oidc.issuer)
+        .await
+        .with_context(|| format!("the console's sign-in at {}", oidc.issuer))?;
+    Ok(ConsoleSettings {
+        login: Some(ConsoleLogin {
+            issuer: oidc.issuer.clone(),
+            client_id: client.client_id.clone(),
+            scope: client.scope.clone(),
+            authorization_endpoint: endpoints.authorization,
+            token_endpoint: endpoints.token,
+        }),
+    })
 }
 
 /// Which tokens the catalog accepts; an external issuer's keys are loaded now, so that

@@ -317,25 +317,8 @@ async fn load_keys(http: &reqwest::Client, settings: &OidcSettings) -> anyhow::R
             .map_err(|e| anyhow::anyhow!("reading JWKS file {}: {e}", path.display()))?,
         JwksSource::Url(url) => get(http, url).await?,
         JwksSource::Discover => {
-            let url = format!(
-                "{}/.well-known/openid-configuration",
-                settings.issuer.trim_end_matches('/')
-            );
-            let doc: Value = serde_json::from_str(&get(http, &url).await?)
-                .map_err(|e| anyhow::anyhow!("discovery document {url}: {e}"))?;
-            // OpenID Connect Discovery 1.0 §4.3: the document must name the same issuer.
-            if doc.get("issuer").and_then(Value::as_str) != Some(settings.issuer.as_str()) {
-                anyhow::bail!(
-                    "discovery document {url} names issuer {}, not {}",
-                    doc.get("issuer").unwrap_or(&Value::Null),
-                    settings.issuer
-                );
-            }
-            let jwks_uri = doc
-                .get("jwks_uri")
-                .and_then(Value::as_str)
-                .ok_or_else(|| anyhow::anyhow!("discovery document {url} has no jwks_uri"))?;
-            get(http, jwks_uri).await?
+            let doc = discovery(http, &settings.issuer).await?;
+            get(http, doc.url("jwks_uri")?).await?
         }
     };
     let keys: JwkSet =
@@ -344,6 +327,67 @@ async fn load_keys(http: &reqwest::Client, settings: &OidcSettings) -> anyhow::R
         anyhow::bail!("the identity provider's JWKS has no keys");
     }
     Ok(keys)
+}
+
+/// An issuer's discovery document (`<issuer>/.well-known/openid-configuration`).
+struct Discovery {
+    url: String,
+    doc: Value,
+}
+
+impl Discovery {
+    /// One of the document's endpoint URLs.
+    fn url(&self, field: &str) -> anyhow::Result<&str> {
+        self.doc
+            .get(field)
+            .and_then(Value::as_str)
+            .ok_or_else(|| anyhow::anyhow!("discovery document {} has no {field}", self.url))
+    }
+}
+
+async fn discovery(http: &reqwest::Client, issuer: &str) -> anyhow::Result<Discovery> {
+    let url = format!(
+        "{}/.well-known/openid-configuration",
+        issuer.trim_end_matches('/')
+    );
+    let doc: Value = serde_json::from_str(&get(http, &url).await?)
+        .map_err(|e| anyhow::anyhow!("discovery document {url}: {e}"))?;
+    // OpenID Connect Discovery 1.0 §4.3: the document must name the same issuer.
+    if doc.get("issuer").and_then(Value::as_str) != Some(issuer) {
+        anyhow::bail!(
+            "discovery document {url} names issuer {}, not {issuer}",
+            doc.get("issuer").unwrap_or(&Value::Null),
+        );
+    }
+    Ok(Discovery { url, doc })
+}
+
+/// Where a browser signs in at an issuer (authorization code flow).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoginEndpoints {
+    pub authorization: String,
+    pub token: String,
+}
+
+/// The issuer's authorization and token endpoints, from its discovery document; for
+/// the console's sign-in. Read at start, so a wrong issuer fails the start.
+pub async fn login_endpoints(issuer: &str) -> anyhow::Result<LoginEndpoints> {
+    let http = reqwest::Client::builder()
+        .timeout(HTTP_TIMEOUT)
+        .build()
+        .map_err(|e| anyhow::anyhow!("HTTP client: {e}"))?;
+    let doc = discovery(&http, issuer).await?;
+    let endpoint = |field: &str| -> anyhow::Result<String> {
+        let url = doc.url(field)?;
+        match url::Url::parse(url) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") => Ok(url.to_string()),
+            _ => anyhow::bail!("discovery document {} has a bad {field}: {url}", doc.url),
+        }
+    };
+    Ok(LoginEndpoints {
+        authorization: endpoint("authorization_endpoint")?,
+        token: endpoint("token_endpoint")?,
+    })
 }
 
 async fn get(http: &reqwest::Client, url: &str) -> anyhow::Result<String> {

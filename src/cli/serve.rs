@@ -98,6 +98,16 @@ pub struct ServeArgs {
     /// (default: refuse the token, as Polaris does).
     #[arg(long, env = "FLOE_OIDC_CREATE_PRINCIPALS", default_value_t = false)]
     pub oidc_create_principals: bool,
+    /// The console signs users in at `--oidc-issuer` (authorization code flow with PKCE)
+    /// as this public client, registered there with the redirect URI
+    /// `<this server's address>/ui/` and this server's origin allowed to call the token
+    /// endpoint (CORS). Its access tokens must pass the same checks as any other.
+    #[arg(long, env = "FLOE_CONSOLE_OIDC_CLIENT_ID")]
+    pub console_oidc_client_id: Option<String>,
+    /// Scopes the console asks the issuer for (e.g. Entra ID's `api://floe/.default`
+    /// added, to get tokens for Floe's audience).
+    #[arg(long, env = "FLOE_CONSOLE_OIDC_SCOPE", default_value = "openid")]
+    pub console_oidc_scope: String,
     /// The root principal's credentials on first start, as `client_id,client_secret`
     /// (default: generated, printed once, and saved in <data-dir>/root-credentials).
     #[arg(long, env = "FLOE_BOOTSTRAP_CREDENTIALS", hide_env_values = true)]
@@ -184,6 +194,15 @@ fn check_auth_mode(args: &ServeArgs) -> anyhow::Result<()> {
     if !external && args.oidc_issuer.is_some() {
         anyhow::bail!("--oidc-issuer is used only with --auth external or --auth both");
     }
+    if args.console_oidc_client_id.is_some() && !external {
+        anyhow::bail!(
+            "--console-oidc-client-id signs console users in at --oidc-issuer: it needs \
+             --auth external or --auth both"
+        );
+    }
+    if args.console_oidc_scope.split_whitespace().next().is_none() {
+        anyhow::bail!("--console-oidc-scope must name at least one scope");
+    }
     Ok(())
 }
 
@@ -239,6 +258,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 principal_claim: args.oidc_principal_claim.clone(),
                 roles_claim: args.oidc_roles_claim.clone(),
                 create_principals: args.oidc_create_principals,
+            }),
+            console_client: args.console_oidc_client_id.as_ref().map(|client_id| {
+                crate::http::console::ConsoleClient {
+                    client_id: client_id.clone(),
+                    scope: args.console_oidc_scope.clone(),
+                }
             }),
         },
         bootstrap_credentials: bootstrap_credentials(args.bootstrap_credentials.as_deref())?,

@@ -41,6 +41,8 @@ pub struct AuthSettings {
     pub token_lifetime: Duration,
     /// The external issuer (modes `external` and `both`).
     pub oidc: Option<OidcSettings>,
+    /// The console signs users in at the external issuer (needs `oidc`).
+    pub console_client: Option<super::console::ConsoleClient>,
 }
 
 impl Default for AuthSettings {
@@ -49,6 +51,7 @@ impl Default for AuthSettings {
             mode: AuthMode::None,
             token_lifetime: Duration::from_secs(3600),
             oidc: None,
+            console_client: None,
         }
     }
 }

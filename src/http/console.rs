@@ -7,13 +7,18 @@
 //! show and do exactly what the user may (authorization stays in the catalog).
 //!
 //! - `GET /ui/` and `/ui/{file}`: the console's files (`/ui` redirects to `/ui/`);
+//! - `GET /ui/config.json`: how the console signs in. With `--console-oidc-client-id`,
+//!   it names the external issuer's authorization and token endpoints, and the console
+//!   signs users in there (authorization code flow with PKCE, as a public client whose
+//!   redirect URI is this server's `/ui/`); the pages' Content-Security-Policy then also
+//!   lets them call that token endpoint, and nothing else;
 //! - `GET /openapi`: the list of documents; `GET /openapi/{file}`: the OpenAPI documents
 //!   of the APIs Floe serves (Iceberg REST, Polaris management, Floe's own endpoints);
 //! - `GET /docs`: the API reference, a page of the console.
 //!
 //! All of it is public (no token): it is the same for everyone and holds no data.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::Path;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -23,6 +28,51 @@ use axum::{Json, Router};
 
 use super::error::ApiError;
 use super::AppState;
+
+/// The console's sign-in at an external issuer, as configured.
+#[derive(Debug, Clone)]
+pub struct ConsoleClient {
+    /// The public client registered at the issuer for the console (no secret: PKCE).
+    pub client_id: String,
+    /// What the console asks for (space-separated scopes).
+    pub scope: String,
+}
+
+/// How the console signs users in at the external issuer (`/ui/config.json`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ConsoleLogin {
+    pub issuer: String,
+    pub client_id: String,
+    pub scope: String,
+    pub authorization_endpoint: String,
+    pub token_endpoint: String,
+}
+
+/// What the console's routes serve besides the embedded files.
+#[derive(Debug, Clone, Default)]
+pub struct ConsoleSettings {
+    pub login: Option<ConsoleLogin>,
+}
+
+/// The console's pages only ever load this server's files and call this server (and,
+/// with an external sign-in, the issuer's token endpoint); nothing inline, never framed.
+fn content_security_policy(login: Option<&ConsoleLogin>) -> HeaderValue {
+    let issuer = login
+        .and_then(|l| url::Url::parse(&l.token_endpoint).ok())
+        .map(|u| format!(" {}", u.origin().ascii_serialization()))
+        .unwrap_or_default();
+    HeaderValue::from_str(&format!(
+        "default-src 'self'; connect-src 'self'{issuer}; img-src 'self' data:; \
+         frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+    ))
+    .expect("a URL origin is a valid header value")
+}
+
+/// Built once per router: the policy header and `/ui/config.json`.
+struct Page {
+    csp: HeaderValue,
+    config: Vec<u8>,
+}
 
 /// One embedded file.
 struct Asset {
@@ -57,6 +107,7 @@ const CONSOLE: &[Asset] = &[
     asset!("console", "security.js", JS),
     asset!("console", "dropped.js", JS),
     asset!("console", "docs.js", JS),
+    asset!("console", "oidc.js", JS),
     asset!("console", "favicon.svg", "image/svg+xml"),
 ];
 
@@ -84,26 +135,50 @@ const DOCUMENTS: &[(Asset, &str)] = &[
     ),
 ];
 
-pub fn routes() -> Router<AppState> {
+pub fn routes(settings: &ConsoleSettings) -> Router<AppState> {
+    let page = Arc::new(Page {
+        csp: content_security_policy(settings.login.as_ref()),
+        config: serde_json::to_vec(&serde_json::json!({ "oidc": settings.login }))
+            .expect("the console config serializes"),
+    });
+    let (index_page, files, docs, config) = (page.clone(), page.clone(), page.clone(), page);
     Router::new()
         .route("/ui", get(|| async { Redirect::permanent("/ui/") }))
         .route(
             "/ui/",
-            get(|headers: HeaderMap| async move { serve(&headers, "index.html") }),
+            get(|headers: HeaderMap| async move { serve(&headers, "index.html", &index_page) }),
         )
-        .route("/ui/{file}", get(console_file))
+        .route(
+            "/ui/config.json",
+            get(|| async move {
+                (
+                    [
+                        (header::CONTENT_TYPE, "application/json"),
+                        (header::CACHE_CONTROL, "no-cache"),
+                    ],
+                    config.config.clone(),
+                )
+            }),
+        )
+        .route(
+            "/ui/{file}",
+            get(|headers: HeaderMap, Path(file): Path<String>| async move {
+                serve(&headers, &file, &files)
+            }),
+        )
         .route("/docs", get(|| async { Redirect::to("/ui/#/docs") }))
         .route("/openapi", get(index))
-        .route("/openapi/{file}", get(document))
+        .route(
+            "/openapi/{file}",
+            get(|headers: HeaderMap, Path(file): Path<String>| async move {
+                document(&headers, &file, &docs)
+            }),
+        )
 }
 
-async fn console_file(headers: HeaderMap, Path(file): Path<String>) -> Response {
-    serve(&headers, &file)
-}
-
-async fn document(headers: HeaderMap, Path(file): Path<String>) -> Response {
+fn document(headers: &HeaderMap, file: &str, page: &Page) -> Response {
     match DOCUMENTS.iter().position(|(a, _)| a.path == file) {
-        Some(i) => respond(&headers, &DOCUMENTS[i].0, etag(CONSOLE.len() + i)),
+        Some(i) => respond(headers, &DOCUMENTS[i].0, etag(CONSOLE.len() + i), page),
         None => ApiError::not_found(format!("No API document named {file}")).into_response(),
     }
 }
@@ -118,16 +193,16 @@ async fn index() -> Json<serde_json::Value> {
     }))
 }
 
-fn serve(headers: &HeaderMap, file: &str) -> Response {
+fn serve(headers: &HeaderMap, file: &str, page: &Page) -> Response {
     match CONSOLE.iter().position(|a| a.path == file) {
-        Some(i) => respond(headers, &CONSOLE[i], etag(i)),
+        Some(i) => respond(headers, &CONSOLE[i], etag(i), page),
         None => ApiError::not_found(format!("No console file named {file}")).into_response(),
     }
 }
 
 /// The file, or 304 when the browser's copy is current. `no-cache` makes the browser
 /// ask every time (a new build may change any file), and the ETag keeps that cheap.
-fn respond(headers: &HeaderMap, asset: &Asset, etag: &'static str) -> Response {
+fn respond(headers: &HeaderMap, asset: &Asset, etag: &'static str, page: &Page) -> Response {
     let fresh = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
@@ -135,15 +210,7 @@ fn respond(headers: &HeaderMap, asset: &Asset, etag: &'static str) -> Response {
     let common = [
         (header::ETAG, HeaderValue::from_static(etag)),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        // The console only ever loads its own files and calls its own server; nothing
-        // inline, nothing from elsewhere, never framed.
-        (
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(
-                "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; \
-                 base-uri 'none'; form-action 'none'",
-            ),
-        ),
+        (header::CONTENT_SECURITY_POLICY, page.csp.clone()),
         (
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
@@ -225,6 +292,26 @@ mod tests {
         ] {
             assert!(!is_console_path(private), "{private}");
         }
+    }
+
+    #[test]
+    fn the_policy_lets_the_console_call_only_the_issuers_token_endpoint() {
+        let alone = content_security_policy(None);
+        assert!(alone.to_str().unwrap().contains("connect-src 'self';"));
+        let login = ConsoleLogin {
+            issuer: "https://idp.example/realms/data".into(),
+            client_id: "floe-console".into(),
+            scope: "openid".into(),
+            authorization_endpoint: "https://idp.example/realms/data/auth".into(),
+            token_endpoint: "https://idp.example:8443/realms/data/token".into(),
+        };
+        let policy = content_security_policy(Some(&login));
+        let policy = policy.to_str().unwrap();
+        assert!(
+            policy.contains("connect-src 'self' https://idp.example:8443;"),
+            "{policy}"
+        );
+        assert!(policy.starts_with("default-src 'self';"), "{policy}");
     }
 
     #[test]

@@ -20,7 +20,7 @@
 pub mod access_log;
 pub mod auth;
 mod config;
-mod console;
+pub mod console;
 pub mod context;
 mod dropped;
 pub mod error;
@@ -82,6 +82,8 @@ pub struct Shared {
 pub struct HttpSettings {
     /// Largest request body accepted (413 above it).
     pub max_body_bytes: usize,
+    /// How the console signs users in.
+    pub console: console::ConsoleSettings,
 }
 
 pub fn router(state: AppState, settings: &HttpSettings) -> Router {
@@ -108,7 +110,7 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))
-        .merge(console::routes())
+        .merge(console::routes(&settings.console))
         // A route layer, added before the 405 fallback, so that the fallback stays outside
         // it: an undeclared method is a 405 even when it carries a reused Idempotency-Key.
         // One layer for both of its jobs: each costs a boxed clone per request.

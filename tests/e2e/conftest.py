@@ -226,7 +226,8 @@ def _server_factory(floe_binary, tmp):
     made: list[FloeServer] = []
 
     def make(extra_args: list[str] | None = None,
-             extra_env: dict[str, str] | None = None) -> FloeServer:
+             extra_env: dict[str, str] | None = None,
+             port: int | None = None) -> FloeServer:
         n = len(made)
         work = Path(tempfile.mkdtemp(prefix=f"srv{n}.", dir=tmp))
         server = FloeServer(floe_binary, work / "data", work / "floe.log")
@@ -235,7 +236,7 @@ def _server_factory(floe_binary, tmp):
         server.data_dir.mkdir()
         made.append(server)
         _live_servers.append(server)
-        return server.start()
+        return server.start(port)
 
     yield make
     for server in made:

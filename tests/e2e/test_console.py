@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +20,7 @@ import pyarrow as pa
 import pytest
 import requests
 
-from conftest import ApiClient, FloeServer, access_token
+from conftest import ApiClient, FloeServer, access_token, free_port
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -376,6 +377,86 @@ def test_sign_in_with_a_token_from_an_oidc_provider(floe_server_factory, page, _
     page.goto(server.url + "/ui/#/")
     page.wait_for_url("**/ui/#/login")
     page.locator("#login-token").wait_for()
+
+
+IDP_SCRIPT = Path(__file__).resolve().parents[2] / "scripts/oidc-provider.sh"
+
+
+@pytest.fixture
+def identity_provider(_e2e_tmp):
+    """Starts an OpenID Connect provider (oidc-provider from npm, by the project's own
+    script) for a console that will listen on a given port; stops it afterwards."""
+    started: list[Path] = []
+
+    def start(console_port: int, roles: str = "service_admin") -> str:
+        work = _e2e_tmp / f"idp-{console_port}"
+        started.append(work)
+        for _ in range(3):
+            r = subprocess.run(["bash", str(IDP_SCRIPT), "start", str(work), str(free_port()),
+                                f"http://127.0.0.1:{console_port}/ui/", roles],
+                               capture_output=True, text=True, timeout=300)
+            if r.returncode == 0:
+                return r.stdout.strip().splitlines()[-1]
+        pytest.fail(f"the identity provider did not start: {r.stderr[-2000:]}", pytrace=False)
+
+    yield start
+    for work in started:
+        subprocess.run(["bash", str(IDP_SCRIPT), "stop", str(work)], timeout=60)
+
+
+def test_sign_in_at_the_identity_providers_login_page(identity_provider, floe_server_factory, page):
+    """The authorization code flow with PKCE against a real OpenID Connect provider: the
+    console sends the user to the provider's login and consent pages, gets a code back,
+    exchanges it for an access token (JWT, audience floe) and uses it; the server verifies
+    that token like any other. Failed returns leave the console signed out, saying why."""
+    port = free_port()
+    issuer = identity_provider(port)
+    server = floe_server_factory(["--auth", "both", "--oidc-issuer", issuer, "--oidc-audience", "floe",
+                                  "--oidc-roles-claim", "roles", "--oidc-create-principals",
+                                  "--console-oidc-client-id", "floe-console",
+                                  "--console-oidc-scope", "openid catalog"], port=port)
+    assert server.port == port, "the console's redirect URI names this port"
+    config = requests.get(server.url + "/ui/config.json", timeout=10).json()["oidc"]
+    assert config == {"issuer": issuer, "client_id": "floe-console", "scope": "openid catalog",
+                      "authorization_endpoint": f"{issuer}/auth", "token_endpoint": f"{issuer}/token"}
+    policy = requests.get(server.url + "/ui/", timeout=10).headers["content-security-policy"]
+    assert f"connect-src 'self' {issuer};" in policy
+
+    page.goto(server.url + "/ui/")
+    page.wait_for_url("**/ui/#/login")
+    page.click("[data-testid=login-oidc]")
+    page.wait_for_url(f"{issuer}/interaction/**")
+    page.fill("input[name=login]", "carol")
+    page.fill("input[name=password]", "any password")
+    page.click("button[type=submit]")
+    page.wait_for_selector("text=Continue")  # the provider's consent page
+    page.click("button[type=submit]")
+    page.wait_for_selector("[data-testid=catalog]")
+    assert page.url == server.url + "/ui/#/", "the code must leave the address bar"
+    assert page.locator("[data-testid=who]").inner_text() == "carol"
+    assert page.locator("[data-testid=catalog] h2").all_inner_texts() == ["default"]
+    token = page.evaluate("sessionStorage.getItem('floe.token')")
+    principal = requests.get(server.url + "/api/management/v1/principals/carol", timeout=10,
+                             headers={"Authorization": f"Bearer {token}"})
+    assert principal.status_code == 200, principal.text  # created on first sight
+
+    # A return the console did not start (a forged or replayed state) or one the provider
+    # refused: no token, and the sign-in page says why.
+    page.click("[data-testid=who] + button")  # sign out
+    page.wait_for_url("**/ui/#/login")
+    for query, why in [("?code=stolen&state=forged", "not started in this tab"),
+                       ("?error=access_denied&error_description=denied+by+the+user", "denied by the user")]:
+        page.goto(server.url + "/ui/" + query)
+        page.wait_for_url("**/ui/#/login")
+        assert why in page.locator("#main > .notice.error").inner_text()
+        assert page.evaluate("sessionStorage.getItem('floe.token')") is None
+
+
+def test_console_sign_in_needs_an_external_issuer(floe_binary, tmp_path):
+    r = subprocess.run([str(floe_binary), "serve", "--data-dir", str(tmp_path), "--bind", "127.0.0.1:0",
+                        "--console-oidc-client-id", "floe-console"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "--console-oidc-client-id" in r.stderr and "--auth external or --auth both" in r.stderr
 
 
 def test_without_authentication_there_is_no_sign_in(floe_server_factory, page):
