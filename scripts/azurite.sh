@@ -47,22 +47,9 @@ stop_server() {
   service_stop "$dir/azurite.pid" "$dir/data"
 }
 
-installed_version() {
-  "$python" - "$prefix/node_modules/azurite/package.json" <<'PY' 2>/dev/null || true
-import json, sys
-print(json.load(open(sys.argv[1]))["version"])
-PY
-}
-
 install_azurite() {
-  [[ -f "$main" && "$(installed_version)" == "$AZURITE_VERSION" ]] && return 0
-  command -v npm >/dev/null 2>&1 || { echo "npm is needed to install Azurite" >&2; return 1; }
-  echo "installing azurite@$AZURITE_VERSION into $prefix" >&2
-  mkdir -p "$prefix"
-  npm_config_cache="$prefix/npm-cache" npm_config_logs_dir="$prefix/npm-logs" \
-    npm_config_update_notifier=false \
-    npm install --prefix "$prefix" --save-exact --no-audit --no-fund --loglevel=error \
-    "azurite@$AZURITE_VERSION" >&2
+  [[ -f "$main" ]] || rm -rf "$prefix/node_modules/azurite"
+  service_npm_install "$prefix" azurite "$AZURITE_VERSION"
 }
 
 # Starts Azurite in the background, leading a session (and process group) of its own.

@@ -20,7 +20,6 @@ dir="${2:?directory required}"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 prefix="$root/.cache/oidc-provider"
-python="${PYTHON:-python3}"
 
 # shellcheck source=scripts/service.sh
 source "$root/scripts/service.sh"
@@ -28,24 +27,6 @@ source "$root/scripts/service.sh"
 # Our server is the process in DIR/idp.pid whose arguments include DIR.
 stop_server() {
   service_stop "$dir/idp.pid" "$dir"
-}
-
-installed_version() {
-  "$python" - "$prefix/node_modules/oidc-provider/package.json" <<'PY' 2>/dev/null || true
-import json, sys
-print(json.load(open(sys.argv[1]))["version"])
-PY
-}
-
-install_provider() {
-  [[ "$(installed_version)" == "$OIDC_PROVIDER_VERSION" ]] && return 0
-  command -v npm >/dev/null 2>&1 || { echo "npm is needed to install oidc-provider" >&2; return 1; }
-  echo "installing oidc-provider@$OIDC_PROVIDER_VERSION into $prefix" >&2
-  mkdir -p "$prefix"
-  npm_config_cache="$prefix/npm-cache" npm_config_logs_dir="$prefix/npm-logs" \
-    npm_config_update_notifier=false \
-    npm install --prefix "$prefix" --save-exact --no-audit --no-fund --loglevel=error \
-    "oidc-provider@$OIDC_PROVIDER_VERSION" >&2
 }
 
 # Ready once the discovery document answers.
@@ -64,7 +45,7 @@ case "$cmd" in
     dir="$(cd "$dir" && pwd)"
     stop_server
     rm -f "$dir/idp.pid" "$dir/idp.log"
-    install_provider || { echo "could not install oidc-provider@$OIDC_PROVIDER_VERSION" >&2; exit 1; }
+    service_npm_install "$prefix" oidc-provider "$OIDC_PROVIDER_VERSION" || { echo "could not install oidc-provider@$OIDC_PROVIDER_VERSION" >&2; exit 1; }
     # Next to its node_modules, so that `import "oidc-provider"` resolves. DIR, the last
     # argument, tells this server's process apart (service_stop's MATCH).
     cp "$root/scripts/oidc-idp.mjs" "$prefix/idp.mjs"

@@ -13,6 +13,7 @@
 #   service_free_port [TAKEN...]               # prints a free loopback port not in TAKEN
 #   service_http_status URL [METHOD]           # prints the HTTP status, 0 for no answer
 #   service_fail LOG MESSAGE                   # MESSAGE and the last lines of LOG, to stderr
+#   service_npm_install PREFIX PACKAGE VERSION # PACKAGE@VERSION from npm into PREFIX
 #
 # A server is started by service_launch as the leader of a session (and process group)
 # of its own, so that service_stop can signal it with whatever it started. PIDFILE holds
@@ -142,4 +143,23 @@ service_port_arg() {
 service_fail() {
   echo "$2; last lines of $1:" >&2
   tail -n 40 "$1" >&2 || true
+}
+
+# Installs PACKAGE@VERSION from npm into PREFIX/node_modules (npm's cache and logs under
+# PREFIX too), unless exactly that version is there already.
+service_npm_install() {
+  local prefix="$1" package="$2" version="$3" installed
+  installed="$("${SERVICE_PYTHON:-${PYTHON:-python3}}" - "$prefix/node_modules/$package/package.json" <<'PY' 2>/dev/null || true
+import json, sys
+print(json.load(open(sys.argv[1]))["version"])
+PY
+)"
+  [[ "$installed" == "$version" ]] && return 0
+  command -v npm >/dev/null 2>&1 || { echo "npm is needed to install $package" >&2; return 1; }
+  echo "installing $package@$version into $prefix" >&2
+  mkdir -p "$prefix"
+  npm_config_cache="$prefix/npm-cache" npm_config_logs_dir="$prefix/npm-logs" \
+    npm_config_update_notifier=false \
+    npm install --prefix "$prefix" --save-exact --no-audit --no-fund --loglevel=error \
+    "$package@$version" >&2
 }
