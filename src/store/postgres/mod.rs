@@ -21,6 +21,7 @@
 //! choice is made in one place, the [`Queries`] impls.
 //!
 //! - `mod.rs`: the pool, error classification and retries, reads, the `Store` impl.
+//! - `queries.rs`: how statements are sent (prepared and cached, or unnamed).
 //! - `schema.rs`: migrations.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`, and
 //!   the row locks of a commit that lost a race.
@@ -29,6 +30,7 @@
 
 mod dropped;
 mod outbox;
+mod queries;
 mod schema;
 mod writes;
 
@@ -50,6 +52,7 @@ use super::{
 };
 use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+pub(super) use queries::{int8, text, Queries};
 use schema::MIGRATIONS;
 use writes::PgLocked;
 
@@ -144,7 +147,7 @@ pub(super) fn sql_error(error: tokio_postgres::Error) -> StoreError {
 /// server connection, where this connection's prepared statements do not exist: stop
 /// preparing (the caller retries).
 fn stop_preparing(error: &tokio_postgres::Error) {
-    if PREPARED.swap(false, std::sync::atomic::Ordering::Relaxed) {
+    if queries::set_prepared(false) {
         tracing::warn!(%error, "prepared statements do not survive here (a pooler in transaction mode?); sending statements unnamed from now on (set --db-prepared-statements false to start that way)");
     }
 }
@@ -173,15 +176,6 @@ fn lost_prepared_statement(error: &tokio_postgres::Error) -> bool {
 
 pub(super) fn has_code(error: &tokio_postgres::Error, code: &SqlState) -> bool {
     error.code() == Some(code)
-}
-
-/// Statement parameters with their types (`query_typed` needs them).
-pub(super) fn text(value: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
-    (value, Type::TEXT)
-}
-
-pub(super) fn int8(value: &(dyn ToSql + Sync)) -> (&(dyn ToSql + Sync), Type) {
-    (value, Type::INT8)
 }
 
 async fn backoff(attempt: u32) {
@@ -223,10 +217,7 @@ impl PostgresStore {
             .recycle_timeout(Some(settings.timeout))
             .build()
             .context("building the connection pool")?;
-        PREPARED.store(
-            settings.prepared_statements,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        queries::set_prepared(settings.prepared_statements);
         Ok(PostgresStore { pool })
     }
 
@@ -326,90 +317,6 @@ async fn list_in_namespace(
 fn sql_limit(page: &PageRequest) -> Option<i64> {
     page.limit.map(|l| l as i64 + 1)
 }
-
-/// The query methods shared by a pooled connection and a transaction.
-pub(super) trait Queries {
-    async fn query_opt_typed(
-        &self,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<Option<Row>, tokio_postgres::Error>;
-    async fn query_all_typed(
-        &self,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<Vec<Row>, tokio_postgres::Error>;
-    async fn execute_all_typed(
-        &self,
-        sql: &str,
-        params: &[(&(dyn ToSql + Sync), Type)],
-    ) -> Result<u64, tokio_postgres::Error>;
-}
-
-/// Whether statements are prepared and cached per connection (`PostgresSettings::
-/// prepared_statements`). Process-wide, like the metrics switch: a process serves one
-/// database, and every store it opens takes the setting of the last one connected.
-static PREPARED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
-
-fn prepared() -> bool {
-    PREPARED.load(std::sync::atomic::Ordering::Relaxed)
-}
-
-/// The parameter values without their types (a prepared statement knows them).
-fn values<'a>(params: &[(&'a (dyn ToSql + Sync), Type)]) -> Vec<&'a (dyn ToSql + Sync)> {
-    params.iter().map(|(value, _)| *value).collect()
-}
-
-/// The parameter types, to prepare a statement with.
-fn types(params: &[(&(dyn ToSql + Sync), Type)]) -> Vec<Type> {
-    params.iter().map(|(_, ty)| ty.clone()).collect()
-}
-
-macro_rules! impl_queries {
-    ($type:ty) => {
-        impl Queries for $type {
-            async fn query_opt_typed(
-                &self,
-                sql: &str,
-                params: &[(&(dyn ToSql + Sync), Type)],
-            ) -> Result<Option<Row>, tokio_postgres::Error> {
-                if prepared() {
-                    let statement = self.prepare_typed_cached(sql, &types(params)).await?;
-                    self.query_opt(&statement, &values(params)).await
-                } else {
-                    self.query_typed_opt(sql, params).await
-                }
-            }
-            async fn query_all_typed(
-                &self,
-                sql: &str,
-                params: &[(&(dyn ToSql + Sync), Type)],
-            ) -> Result<Vec<Row>, tokio_postgres::Error> {
-                if prepared() {
-                    let statement = self.prepare_typed_cached(sql, &types(params)).await?;
-                    self.query(&statement, &values(params)).await
-                } else {
-                    self.query_typed(sql, params).await
-                }
-            }
-            async fn execute_all_typed(
-                &self,
-                sql: &str,
-                params: &[(&(dyn ToSql + Sync), Type)],
-            ) -> Result<u64, tokio_postgres::Error> {
-                if prepared() {
-                    let statement = self.prepare_typed_cached(sql, &types(params)).await?;
-                    self.execute(&statement, &values(params)).await
-                } else {
-                    self.execute_typed(sql, params).await
-                }
-            }
-        }
-    };
-}
-
-impl_queries!(Object);
-impl_queries!(deadpool_postgres::Transaction<'_>);
 
 async fn object_kind_at(
     q: &impl Queries,
