@@ -10,9 +10,9 @@ authentication on, metadata cache 64 MiB, request log at `warn`) and one
 `floe bench ycsb --preset read-only,scan --scale ...` against it: the load phase grows the
 catalog to each scale in turn (createTable, namespaces of --tables-per-namespace tables),
 then at that scale `read-only` loads tables for --seconds (Zipfian keys over all of them)
-and `scan` lists one namespace page by page. When the bench prints the end of a scale's
-last phase, this script reads the server's RSS and peak RSS (/proc) and the database's
-size. Prints one Markdown table per run, then the medians when --runs > 1.
+and `scan` lists one namespace page by page. On each progress line of a scale's read
+phases this script reads the server's RSS and peak RSS (/proc) and the database's size;
+the last reading stands for the scale. Prints one Markdown table per run, then the medians when --runs > 1.
 
 Needs target/release/floe (cargo build --release) or FLOE_BIN.
 """
@@ -79,13 +79,16 @@ def run_once(args, work):
              "--scale", args.scales, "--tables-per-namespace", str(args.tables_per_namespace),
              "--users", str(args.users), "--duration", f"{args.seconds}s",
              "--out", str(work), "--name", "scale"],
-            stdout=subprocess.PIPE, text=True)
+            # Progress lines go to stderr: both streams are read here.
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         memory = {}
         started = time.time()
         for line in bench.stdout:
             sys.stderr.write(line)
-            # The scan phase is the last at each scale: its summary line ends the scale.
-            m = re.match(r"-- run scan at (\d+)", line)
+            # The bench prints its summaries only at the end, so memory is sampled on each
+            # progress line of a scale's read phases: the last sample (10-20 s into its
+            # scan phase) stands for the scale.
+            m = re.match(r"\[(?:read-only|scan) at (\d+)\]", line)
             if m:
                 memory[m.group(1)] = (*memory_mib(server.pid), database_mib(data))
         if bench.wait() != 0:
@@ -101,7 +104,7 @@ def run_once(args, work):
         read = by[(f"run read-only at {scale}", "read (load table)")]
         scan = by[(f"run scan at {scale}", "scan page (list tables)")]
         errors = sum(r["ko"] for r in report["rows"] if r["phase"].endswith(f" {scale}"))
-        rss, hwm, db = memory[scale]
+        rss, hwm, db = memory.get(scale, (float("nan"),) * 3)
         rows[scale] = {
             "create/s": load["throughput_rps"] if load else float("nan"),
             "load req/s": read["throughput_rps"], "load p50": read["p50_ms"], "load p99": read["p99_ms"],
@@ -140,8 +143,10 @@ def main():
     for n in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="floe-scale.") as work:
             rows, took = run_once(args, work)
-        runs.append(rows)
-        table(rows, f"Run {n + 1} ({took / 60:.1f} min)")
+            runs.append(rows)
+            # Printed before the data directory is removed: at 10^6 tables that takes minutes.
+            table(rows, f"Run {n + 1} ({took / 60:.1f} min)")
+            sys.stdout.flush()
     if args.runs > 1:
         medians = {s: {c: statistics.median(run[s][c] for run in runs) for c in COLUMNS} for s in runs[0]}
         table(medians, f"Median of {args.runs} runs")
