@@ -134,6 +134,9 @@ async function start() {
   try {
     await finishLogin();
   } catch (e) {
+    // A refused or forged return leaves the console signed out, whoever was signed in
+    // before: what the user sees must be what the failed sign-in says.
+    session.clear();
     loginError = e.message;
     history.replaceState(null, "", "/ui/#/login");
   }

@@ -66,9 +66,8 @@ export async function finishLogin() {
   // The code is single-use and short-lived, but it must not linger in the address bar,
   // the history or a bookmark.
   history.replaceState(null, "", "/ui/#/");
-  if (params.has("error")) {
-    throw new ApiError(401, params.get("error"), params.get("error_description") || "the identity provider refused the sign-in");
-  }
+  // Checked before anything the return says is believed, an error included: a forged
+  // `?error=` link must not put words of its choosing on the sign-in page.
   if (!pending || pending.state !== params.get("state")) {
     throw new ApiError(400, "invalid_state", "this sign-in was not started in this tab; sign in again");
   }
@@ -77,6 +76,9 @@ export async function finishLogin() {
   // RFC 9207: a provider that names itself must be the one the console sent the user to.
   if (params.has("iss") && params.get("iss") !== oidc.issuer) {
     throw new ApiError(400, "invalid_issuer", `the answer came from ${params.get("iss")}, not ${oidc.issuer}`);
+  }
+  if (params.has("error")) {
+    throw new ApiError(401, params.get("error"), params.get("error_description") || "the identity provider refused the sign-in");
   }
   const response = await fetch(oidc.token_endpoint, {
     method: "POST",

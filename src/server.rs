@@ -146,6 +146,9 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
         },
     )
     .with_authenticators(authenticators(&config.auth).await?);
+    // Before anything starts (bootstrap, relay, sweepers): a wrong issuer fails the
+    // start with nothing done.
+    let console = console_settings(&config.auth).await?;
     if catalog.bootstrap_catalog(&config.default_catalog).await? {
         tracing::info!(catalog = %config.default_catalog, "created the default catalog");
     }
@@ -166,7 +169,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
         state,
         &HttpSettings {
             max_body_bytes: config.max_body_bytes,
-            console: console_settings(&config.auth).await?,
+            console,
         },
     ))
 }

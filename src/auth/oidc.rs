@@ -384,6 +384,20 @@ pub async fn login_endpoints(issuer: &str) -> anyhow::Result<LoginEndpoints> {
             _ => anyhow::bail!("discovery document {} has a bad {field}: {url}", doc.url),
         }
     };
+    // The console always sends an S256 challenge; a provider that says it takes only
+    // `plain` (or nothing) would refuse every sign-in, so say so at the start. A document
+    // that does not list its methods is taken at its word that PKCE works.
+    if let Some(methods) = doc.doc.get("code_challenge_methods_supported") {
+        let s256 = methods
+            .as_array()
+            .is_some_and(|m| m.iter().any(|v| v.as_str() == Some("S256")));
+        if !s256 {
+            anyhow::bail!(
+                "discovery document {} does not list S256 in code_challenge_methods_supported ({methods}); the console signs in with PKCE S256",
+                doc.url
+            );
+        }
+    }
     Ok(LoginEndpoints {
         authorization: endpoint("authorization_endpoint")?,
         token: endpoint("token_endpoint")?,
@@ -561,5 +575,39 @@ mod tests {
             JwksSource::File("keys.json".into())
         );
         assert_eq!(JwksSource::parse(None), JwksSource::Discover);
+    }
+
+    /// An issuer serving `extra` in its discovery document, on a loopback port.
+    async fn issuer_with(extra: Value) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let mut doc = json!({"issuer": url, "authorization_endpoint": format!("{url}/auth"),
+                             "token_endpoint": format!("{url}/token")});
+        for (k, v) in extra.as_object().unwrap() {
+            doc[k] = v.clone();
+        }
+        let app = axum::Router::new().route(
+            "/.well-known/openid-configuration",
+            axum::routing::get(move || async move { axum::Json(doc) }),
+        );
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    }
+
+    #[tokio::test]
+    async fn the_console_sign_in_needs_a_provider_that_takes_s256() {
+        let unlisted = issuer_with(json!({})).await;
+        let endpoints = login_endpoints(&unlisted).await.unwrap();
+        assert_eq!(endpoints.token, format!("{unlisted}/token"));
+        let listed = issuer_with(json!({"code_challenge_methods_supported": ["plain", "S256"]}));
+        assert!(login_endpoints(&listed.await).await.is_ok());
+        for methods in [json!(["plain"]), json!([]), json!("S256")] {
+            let issuer = issuer_with(json!({ "code_challenge_methods_supported": methods })).await;
+            let err = login_endpoints(&issuer).await.unwrap_err().to_string();
+            assert!(err.contains("does not list S256"), "{err}");
+        }
+        let bad = issuer_with(json!({"token_endpoint": "ftp://x/token"})).await;
+        let err = login_endpoints(&bad).await.unwrap_err().to_string();
+        assert!(err.contains("bad token_endpoint"), "{err}");
     }
 }

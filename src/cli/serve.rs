@@ -200,8 +200,13 @@ fn check_auth_mode(args: &ServeArgs) -> anyhow::Result<()> {
              --auth external or --auth both"
         );
     }
-    if args.console_oidc_scope.split_whitespace().next().is_none() {
-        anyhow::bail!("--console-oidc-scope must name at least one scope");
+    if let Some(client) = &args.console_oidc_client_id {
+        if client.trim().is_empty() {
+            anyhow::bail!("--console-oidc-client-id must not be empty");
+        }
+        if args.console_oidc_scope.split_whitespace().next().is_none() {
+            anyhow::bail!("--console-oidc-scope must name at least one scope");
+        }
     }
     Ok(())
 }
@@ -348,4 +353,35 @@ async fn shutdown_signal() {
         _ = terminate => {},
     }
     tracing::info!("shutdown signal received; draining in-flight requests");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn check(args: &[&str]) -> anyhow::Result<()> {
+        let cli = Cli::try_parse_from(["floe", "serve"].iter().chain(args)).unwrap();
+        let Command::Serve(serve) = cli.command else {
+            unreachable!("parsed a serve command")
+        };
+        check_auth_mode(&serve)
+    }
+
+    #[test]
+    fn console_sign_in_needs_a_client_id_and_a_scope_only_when_it_is_on() {
+        let external = ["--auth", "external", "--oidc-issuer", "https://id.example"];
+        assert!(check(&external).is_ok());
+        // The scope matters only to the console's sign-in: without it, an empty one is moot.
+        assert!(check(&[&external[..], &["--console-oidc-scope", " "]].concat()).is_ok());
+        let err = check(&[&external[..], &["--console-oidc-client-id", " "]].concat()).unwrap_err();
+        assert!(err.to_string().contains("must not be empty"), "{err}");
+        let with_client = [&external[..], &["--console-oidc-client-id", "console"]].concat();
+        assert!(check(&with_client).is_ok());
+        let err = check(&[&with_client[..], &["--console-oidc-scope", " "]].concat()).unwrap_err();
+        assert!(err.to_string().contains("at least one scope"), "{err}");
+        let err = check(&["--console-oidc-client-id", "console"]).unwrap_err();
+        assert!(err.to_string().contains("needs --auth external"), "{err}");
+    }
 }

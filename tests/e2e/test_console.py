@@ -440,16 +440,28 @@ def test_sign_in_at_the_identity_providers_login_page(identity_provider, floe_se
                              headers={"Authorization": f"Bearer {token}"})
     assert principal.status_code == 200, principal.text  # created on first sight
 
-    # A return the console did not start (a forged or replayed state) or one the provider
-    # refused: no token, and the sign-in page says why.
-    page.click("[data-testid=who] + button")  # sign out
-    page.wait_for_url("**/ui/#/login")
-    for query, why in [("?code=stolen&state=forged", "not started in this tab"),
-                       ("?error=access_denied&error_description=denied+by+the+user", "denied by the user")]:
+    # A return the console did not start (a forged or replayed state), even one that only
+    # claims an error, signs out whoever was signed in and shows none of its words.
+    assert token is not None
+    for query in ["?code=stolen&state=forged",
+                  "?error=access_denied&error_description=call+0800+to+restore+your+account"]:
         page.goto(server.url + "/ui/" + query)
+        page.wait_for_url("**/ui/#/login")
+        said = page.locator("#main > .notice.error").inner_text()
+        assert "not started in this tab" in said and "0800" not in said, said
+        assert page.evaluate("sessionStorage.getItem('floe.token')") is None
+
+    # A sign-in this tab started that the provider refused, or whose answer names another
+    # issuer (RFC 9207): no token, and the sign-in page says why.
+    for query, why in [(f"error=access_denied&error_description=denied+by+the+user&iss={issuer}",
+                        "denied by the user"),
+                       ("code=c&iss=http://127.0.0.1:9/", "the answer came from http://127.0.0.1:9/")]:
+        page.evaluate("sessionStorage.setItem('floe.oidc', JSON.stringify({state: 's1', verifier: 'v'}))")
+        page.goto(server.url + "/ui/?state=s1&" + query)
         page.wait_for_url("**/ui/#/login")
         assert why in page.locator("#main > .notice.error").inner_text()
         assert page.evaluate("sessionStorage.getItem('floe.token')") is None
+        assert page.evaluate("sessionStorage.getItem('floe.oidc')") is None, "the state is single-use"
 
 
 def test_console_sign_in_needs_an_external_issuer(floe_binary, tmp_path):
