@@ -18,7 +18,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::model::{CatalogId, Ident};
+use super::cache_text::CachedText;
+use crate::model::{CatalogId, Ident, ObjectKind};
 use crate::store::{Mutation, StoredObject};
 
 /// What a write group touches, as far as the cache is concerned.
@@ -74,15 +75,28 @@ impl Touched {
 pub(super) struct Ticket(u64);
 
 pub(super) enum Lookup {
-    Hit(Arc<StoredObject>),
+    Hit(StoredObject),
     Miss(Ticket),
+}
+
+/// A cached pointer; its document lives in the cache's own heap (`cache_text.rs`).
+struct Cached {
+    kind: ObjectKind,
+    metadata_location: String,
+    metadata: CachedText,
+}
+
+impl Cached {
+    fn size(&self) -> usize {
+        cost(&self.metadata_location, self.metadata.as_str())
+    }
 }
 
 #[derive(Default)]
 struct Catalog {
     id: i64,
     /// Namespace key, then object name.
-    objects: HashMap<String, HashMap<String, Arc<StoredObject>>>,
+    objects: HashMap<String, HashMap<String, Arc<Cached>>>,
 }
 
 #[derive(Default)]
@@ -102,8 +116,8 @@ pub(super) struct ObjectCache {
     budget: usize,
 }
 
-fn size(object: &StoredObject) -> usize {
-    object.metadata.len() + object.metadata_location.len() + 64
+fn cost(metadata_location: &str, metadata: &str) -> usize {
+    metadata.len() + metadata_location.len() + 64
 }
 
 impl ObjectCache {
@@ -119,16 +133,24 @@ impl ObjectCache {
     }
 
     pub(super) fn get(&self, catalog: &str, namespace: &str, name: &str) -> Lookup {
-        let inner = self.lock();
-        let hit = inner
-            .catalogs
-            .get(catalog)
-            .and_then(|c| c.objects.get(namespace))
-            .and_then(|names| names.get(name));
-        match hit {
-            Some(object) => Lookup::Hit(object.clone()),
-            None => Lookup::Miss(Ticket(inner.generation)),
-        }
+        let hit = {
+            let inner = self.lock();
+            let hit = inner
+                .catalogs
+                .get(catalog)
+                .and_then(|c| c.objects.get(namespace))
+                .and_then(|names| names.get(name));
+            match hit {
+                Some(object) => object.clone(),
+                None => return Lookup::Miss(Ticket(inner.generation)),
+            }
+        };
+        // The copy is made outside the lock: other loads need not wait for it.
+        Lookup::Hit(StoredObject {
+            kind: hit.kind,
+            metadata_location: hit.metadata_location.clone(),
+            metadata: hit.metadata.as_str().to_string(),
+        })
     }
 
     /// Keeps what a load read from the database (catalog `id` holds it), unless a write
@@ -141,7 +163,7 @@ impl ObjectCache {
         ident: &Ident,
         object: &StoredObject,
     ) {
-        let cost = size(object);
+        let cost = cost(&object.metadata_location, &object.metadata);
         if self.budget == 0 || cost > self.budget / 4 {
             return;
         }
@@ -158,6 +180,11 @@ impl ObjectCache {
             evict_some(&mut inner);
         }
         let (_, namespace, name) = key;
+        let cached = Cached {
+            kind: object.kind,
+            metadata_location: object.metadata_location.clone(),
+            metadata: CachedText::new(&object.metadata),
+        };
         let entry = inner.catalogs.entry(catalog.to_string()).or_default();
         if entry.id != id {
             // Dropped and created again since (only possible when empty).
@@ -170,10 +197,10 @@ impl ObjectCache {
             .objects
             .entry(namespace)
             .or_default()
-            .insert(name, Arc::new(object.clone()));
+            .insert(name, Arc::new(cached));
         inner.bytes += cost;
         if let Some(old) = old {
-            inner.bytes -= size(&old);
+            inner.bytes -= old.size();
         }
     }
 
@@ -229,7 +256,7 @@ fn evict(inner: &mut Inner, (id, namespace, name): &(i64, String, String)) {
         if names.is_empty() {
             catalog.objects.remove(namespace);
         }
-        inner.bytes -= size(&old);
+        inner.bytes -= old.size();
     }
 }
 
@@ -241,7 +268,7 @@ fn evict_some(inner: &mut Inner) {
     for catalog in inner.catalogs.values_mut() {
         if let Some(namespace) = catalog.objects.keys().next().cloned() {
             if let Some(names) = catalog.objects.remove(&namespace) {
-                freed = names.values().map(|o| size(o)).sum();
+                freed = names.values().map(|o| o.size()).sum();
             }
             break;
         }
@@ -257,7 +284,11 @@ fn evict_some(inner: &mut Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Namespace, ObjectKind};
+    use crate::model::Namespace;
+
+    fn size(object: &StoredObject) -> usize {
+        cost(&object.metadata_location, &object.metadata)
+    }
 
     fn ident(name: &str) -> Ident {
         Ident::new(Namespace::root().child("ns"), name.into()).unwrap()

@@ -14,6 +14,7 @@
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 
 mod cache;
+mod cache_text;
 mod dropped;
 mod group;
 mod outbox;
@@ -485,7 +486,7 @@ impl Store for SqliteStore {
     async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>> {
         let namespace = ident.namespace.key();
         let ticket = match self.exclusive.cache.get(catalog, &namespace, &ident.name) {
-            Lookup::Hit(object) => return Ok(Some(StoredObject::clone(&object))),
+            Lookup::Hit(object) => return Ok(Some(object)),
             Lookup::Miss(ticket) => ticket,
         };
         let (id, object) = self.read(|conn| {
