@@ -442,7 +442,7 @@ def test_sign_in_at_the_identity_providers_login_page(identity_provider, floe_se
 
     # A return the console did not start (a forged or replayed state), even one that only
     # claims an error, signs out whoever was signed in and shows none of its words.
-    assert token is not None
+    assert token and page.evaluate("sessionStorage.getItem('floe.token')") == token, "signed in before"
     for query in ["?code=stolen&state=forged",
                   "?error=access_denied&error_description=call+0800+to+restore+your+account"]:
         page.goto(server.url + "/ui/" + query)
