@@ -268,6 +268,9 @@ impl Catalog {
                 .insert("s3.remote-signing-enabled".into(), "true".into());
             out.config.insert("s3.signer.endpoint".into(), sign.clone());
             out.config.insert("signer.endpoint".into(), sign);
+            // PyIceberg signs only when told which signer to use (Java ignores this).
+            out.config
+                .insert("s3.signer".into(), "S3V4RestSigner".into());
         }
         Ok(out)
     }

@@ -52,9 +52,20 @@ pub struct S3Storage {
     pub vend_static_credentials: bool,
     /// Names the server-side credentials (`FLOE_STORAGE_<NAME>_...`).
     pub storage_name: Option<String>,
+    /// `verifiesContentSha256`: whether the store refuses a request whose body does not
+    /// match its signed `x-amz-content-sha256` (AWS S3 and MinIO do; SeaweedFS does
+    /// not). `None`: assumed for AWS (no endpoint), not for another endpoint.
+    pub verifies_content_sha256: Option<bool>,
 }
 
 impl S3Storage {
+    /// Whether a signature over a request's body binds the store to that body: only
+    /// then may a request whose body decides what it touches (DeleteObjects) be signed.
+    pub fn binds_signed_bodies(&self) -> bool {
+        self.verifies_content_sha256
+            .unwrap_or(self.endpoint.is_none())
+    }
+
     /// The endpoint the server itself talks to.
     pub fn server_endpoint(&self) -> Option<&str> {
         self.endpoint_internal
@@ -204,6 +215,10 @@ impl StorageConfig {
                     sts_unavailable: flag(config, "stsUnavailable")?,
                     vend_static_credentials: flag(config, "vendStaticCredentials")?,
                     storage_name: storage_name(config)?,
+                    verifies_content_sha256: match config.get("verifiesContentSha256") {
+                        None | Some(Value::Null) => None,
+                        Some(_) => Some(flag(config, "verifiesContentSha256")?),
+                    },
                 })
             }
             Some("GCS") => StorageConfig::Gcs(GcsStorage {
@@ -318,6 +333,18 @@ mod tests {
         assert_eq!(s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
         assert_eq!(s3.sts_endpoint(), Some("http://127.0.0.1:9000"));
         assert!(s3.path_style_access && s3.can_vend());
+        // Another endpoint is not assumed to check signed bodies; AWS is.
+        assert!(!s3.binds_signed_bodies());
+        let aws = S3Storage {
+            endpoint: None,
+            ..s3.clone()
+        };
+        assert!(aws.binds_signed_bodies());
+        let declared = S3Storage {
+            verifies_content_sha256: Some(true),
+            ..s3
+        };
+        assert!(declared.binds_signed_bodies());
     }
 
     #[test]
@@ -332,6 +359,7 @@ mod tests {
             json!({"storageType": "S3", "secretAccessKey": "x"}),
             json!({"storageType": "S3", "pathStyleAccess": "yes"}),
             json!({"storageType": "S3", "vendStaticCredentials": true}),
+            json!({"storageType": "S3", "verifiesContentSha256": "yes"}),
             json!({"storageType": "S3", "storageName": "a b"}),
             json!({"storageType": "AZURE"}),
             json!({"storageType": "FILE", "allowedLocations": ["s3://x/"]}),

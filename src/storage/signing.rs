@@ -9,7 +9,11 @@
 //! - the object key (percent-decoded, without `.`/`..` segments) lies under one of the
 //!   table's locations; a bucket-level request is only a listing whose `prefix` lies
 //!   there, or a DeleteObjects whose every key does (its XML body is parsed);
-//! - the method decides the access level: GET/HEAD/OPTIONS read, the others write.
+//! - the method decides the access level: GET/HEAD/OPTIONS read, the others write;
+//! - a request whose body was checked (DeleteObjects) is signed over that body's SHA-256,
+//!   so the signature is worthless for any other body; and only for stores that check
+//!   a body against that hash (AWS S3, or `verifiesContentSha256`): SeaweedFS, for one,
+//!   does not, and would delete any keys sent with the signature.
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -199,6 +203,11 @@ pub fn authorize(
                 .find(|o| !within(&bucket, &o.key, locations))
             {
                 Some(o) => outside(&format!("s3://{bucket}/{}", o.key)),
+                // Its body names the keys; a store that does not check a body against
+                // its signed hash would delete whatever keys come with the signature.
+                None if !s3.binds_signed_bodies() => Err(Refusal::Forbidden(
+                    "Batch deletes are not signed for this catalog: its S3 endpoint is not known to check a request's body against the signed x-amz-content-sha256, so a signature could delete any key. Delete objects one at a time, or set storageConfigInfo.verifiesContentSha256 to true if the store does check it".into(),
+                )),
                 None => Ok(level),
             }
         }
@@ -208,6 +217,9 @@ pub fn authorize(
 
 /// Headers a signature replaces: a client's stale ones are dropped.
 const REPLACED: [&str; 3] = ["authorization", "x-amz-date", "x-amz-security-token"];
+
+/// The header that declares the payload's hash (part of what SigV4 signs).
+const CONTENT_SHA256: &str = "x-amz-content-sha256";
 
 /// Signs an authorized request with the catalog's key; the result's headers are the
 /// request's, plus the signature's.
@@ -222,13 +234,23 @@ pub fn sign(keys: &S3Keys, request: &SignRequest) -> Result<SignResult, Refusal>
         .filter(|(name, _)| !REPLACED.contains(&name.to_ascii_lowercase().as_str()))
         .map(|(name, values)| (name.clone(), values.clone()))
         .collect();
-    let content_sha = headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("x-amz-content-sha256"))
-        .and_then(|(_, v)| v.first().cloned());
-    let body = match content_sha {
-        Some(sha) if sha != "UNSIGNED-PAYLOAD" => SignableBody::Precomputed(sha),
-        _ => SignableBody::UnsignedPayload,
+    let body = match &request.body {
+        // The body was checked (a DeleteObjects' keys): the signature covers its SHA-256,
+        // so S3 refuses the request if any other body is sent with it. The client's own
+        // declaration of the hash (or UNSIGNED-PAYLOAD) is replaced, not trusted.
+        Some(body) => {
+            headers.retain(|name, _| !name.eq_ignore_ascii_case(CONTENT_SHA256));
+            SignableBody::Bytes(body.as_bytes())
+        }
+        // The URI alone decides what the request may touch; its payload is the client's.
+        None => match headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(CONTENT_SHA256))
+            .and_then(|(_, v)| v.first().cloned())
+        {
+            Some(sha) if sha != "UNSIGNED-PAYLOAD" => SignableBody::Precomputed(sha),
+            _ => SignableBody::UnsignedPayload,
+        },
     };
     let mut settings = SigningSettings::default();
     settings.percent_encoding_mode = PercentEncodingMode::Single;
@@ -371,7 +393,25 @@ mod tests {
         };
         let mut r = request("POST", "http://127.0.0.1:8333/lake?delete");
         r.body = body(&["wh/t/a", "wh/t/b"]);
-        assert_eq!(authorize(&s3(), &t, &r), Ok(AccessLevel::Write));
+        let verifying = S3Storage {
+            verifies_content_sha256: Some(true),
+            ..s3()
+        };
+        assert_eq!(authorize(&verifying, &t, &r), Ok(AccessLevel::Write));
+        // Another endpoint is not assumed to check a body against its signed hash, so
+        // no batch delete is signed there unless the catalog says it does.
+        assert!(matches!(
+            authorize(&s3(), &t, &r),
+            Err(Refusal::Forbidden(m)) if m.contains("verifiesContentSha256")
+        ));
+        let aws = S3Storage {
+            endpoint: None,
+            path_style_access: false,
+            ..s3()
+        };
+        let mut hosted = request("POST", "https://lake.s3.amazonaws.com/?delete");
+        hosted.body = r.body.clone();
+        assert_eq!(authorize(&aws, &t, &hosted), Ok(AccessLevel::Write));
         r.body = body(&["wh/t/a", "wh/u/b"]);
         assert!(matches!(
             authorize(&s3(), &t, &r),
@@ -406,5 +446,43 @@ mod tests {
         );
         assert!(!signed.headers.contains_key("Authorization"));
         assert!(signed.headers.contains_key("x-amz-date"));
+    }
+
+    #[test]
+    fn a_checked_body_is_bound_into_the_signature() {
+        use sha2::{Digest, Sha256};
+        let keys = S3Keys {
+            access_key_id: "AKID".into(),
+            secret_access_key: "secret".into(),
+            session_token: None,
+        };
+        let checked = "<Delete><Object><Key>wh/t/a</Key></Object></Delete>";
+        let hash = |body: &str| -> String {
+            Sha256::digest(body.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        };
+        let mut r = request("POST", "http://127.0.0.1:8333/lake?delete");
+        r.body = Some(checked.into());
+        // Whatever the client declares (unsigned, or another body's hash), the signature
+        // covers the body that was checked.
+        for declared in [
+            "UNSIGNED-PAYLOAD".to_string(),
+            hash("<Delete><Object><Key>wh/u/b</Key></Object></Delete>"),
+        ] {
+            r.headers
+                .insert("X-Amz-Content-Sha256".into(), vec![declared]);
+            let signed = sign(&keys, &r).unwrap();
+            let declared: Vec<_> = signed
+                .headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(CONTENT_SHA256))
+                .collect();
+            assert_eq!(declared.len(), 1, "{:?}", signed.headers);
+            assert_eq!(declared[0].1, &vec![hash(checked)]);
+            let auth = &signed.headers["authorization"][0];
+            assert!(auth.contains("x-amz-content-sha256"), "{auth}");
+        }
     }
 }
