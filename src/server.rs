@@ -46,6 +46,8 @@ pub struct ServerConfig {
     pub events: EventSettings,
     /// How long dropped tables and views stay recoverable (zero: not at all).
     pub drop_retention: Duration,
+    /// Most files one round of a purge deletes.
+    pub purge_batch_files: usize,
 }
 
 /// The change-event outbox and its relay.
@@ -87,6 +89,7 @@ impl ServerConfig {
             credential_lifetime: CatalogSettings::default().credential_lifetime,
             events: EventSettings::default(),
             drop_retention: CatalogSettings::default().drop_retention,
+            purge_batch_files: CatalogSettings::default().purge_batch_files,
         }
     }
 }
@@ -142,6 +145,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
             credential_lifetime: config.credential_lifetime,
             events: config.events.enabled,
             drop_retention: config.drop_retention,
+            purge_batch_files: config.purge_batch_files,
             ..CatalogSettings::default()
         },
     )

@@ -14,8 +14,8 @@ use floe::model::{now_ms, CatalogId, CatalogRecord, Ident, Namespace, ObjectKind
 use floe::store::postgres::PostgresStore;
 use floe::store::sqlite::SqliteStore;
 use floe::store::{
-    Applied, EventRead, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, Retention, Store,
-    StoreError, WriteBatch,
+    Applied, EventRead, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, PendingPurge,
+    Retention, Store, StoreError, WriteBatch,
 };
 
 /// A store of each kind; the temporary directory lives as long as the store is used.
@@ -87,6 +87,7 @@ contract!(
     relay_leases_fence_other_holders,
     events_expire_only_once_relayed,
     dropped_objects_can_be_undropped_or_forgotten,
+    purges_commit_with_their_change_and_stay_until_finished,
     concurrent_writes_fail_alone,
     loads_see_every_acknowledged_write,
 );
@@ -1232,6 +1233,75 @@ async fn dropped_objects_can_be_undropped_or_forgotten(store: Arc<dyn Store>) {
             .await,
         Err(StoreError::DroppedMissing(_))
     ));
+}
+
+/// A purge is recorded with the change that asks for it (or not at all, if the change
+/// fails), is due from its `next_ms`, and stays until a round finishes it.
+async fn purges_commit_with_their_change_and_stay_until_finished(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    let now = now_ms();
+    let purge = |id: &str| PendingPurge {
+        id: id.to_string(),
+        catalog: c.id,
+        location: "file:///wh/db/t".into(),
+        created_ms: now,
+        attempts: 0,
+        next_ms: now,
+    };
+    let ids =
+        |purges: Vec<PendingPurge>| -> Vec<String> { purges.into_iter().map(|p| p.id).collect() };
+    // A change that fails records no purge.
+    let mut failed = batch(Mutation::ForgetDropped { id: "none".into() });
+    failed.purge = Some(purge("p0"));
+    assert!(matches!(
+        store.write(failed).await,
+        Err(StoreError::DroppedMissing(_))
+    ));
+    assert!(store.due_purges(now + 1, 10).await.unwrap().is_empty());
+    // A drop records its purge, due from its next_ms.
+    let mut drop = batch(Mutation::DropObject {
+        catalog: c.id,
+        kind: ObjectKind::Table,
+        ident: t.clone(),
+        expected: first.metadata_location.clone(),
+        retain: None,
+    });
+    drop.purge = Some(purge("p1"));
+    store.write(drop).await.unwrap();
+    assert!(store.due_purges(now - 1, 10).await.unwrap().is_empty());
+    assert_eq!(store.due_purges(now, 10).await.unwrap(), vec![purge("p1")]);
+    // Deferred after a failure: due again only later, with its attempts counted.
+    store
+        .write(batch(Mutation::DeferPurge {
+            id: "p1".into(),
+            attempts: 2,
+            next_ms: now + 60_000,
+        }))
+        .await
+        .unwrap();
+    assert!(store.due_purges(now, 10).await.unwrap().is_empty());
+    let later = store.due_purges(now + 60_000, 10).await.unwrap();
+    assert_eq!(ids(later.clone()), vec!["p1"]);
+    assert_eq!((later[0].attempts, later[0].next_ms), (2, now + 60_000));
+    // Finished: gone; finishing or deferring it again changes nothing and is no error.
+    store
+        .write(batch(Mutation::FinishPurge { id: "p1".into() }))
+        .await
+        .unwrap();
+    for again in [
+        Mutation::FinishPurge { id: "p1".into() },
+        Mutation::DeferPurge {
+            id: "p1".into(),
+            attempts: 1,
+            next_ms: now,
+        },
+    ] {
+        store.write(batch(again)).await.unwrap();
+    }
+    assert!(store.due_purges(i64::MAX, 10).await.unwrap().is_empty());
 }
 
 /// Many writes at once (the embedded store commits them in groups, PostgreSQL in

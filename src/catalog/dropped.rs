@@ -3,6 +3,13 @@
 //! name or a new one (undrop), or purged at once; when the retention ends the expirer
 //! forgets it and, if its drop asked for a purge, deletes its files. Files are never
 //! deleted while an undrop could still need them.
+//!
+//! A purge is a record (`PendingPurge`) committed in the same transaction as the drop or
+//! forget that asks for it, then carried out in rounds of at most
+//! `purge_batch_files` deletions: the first at once, the rest by the expirer (on one
+//! node at a time). The record goes only when a round finds nothing left, so a purge
+//! outlives a crash, an unreachable object store (retried with a growing delay) and
+//! tables larger than one round.
 
 use std::time::Duration;
 
@@ -15,10 +22,21 @@ use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
 use crate::model::{now_ms, CatalogRecord, Ident};
-use crate::store::{Applied, DroppedObject, Mutation, ObjectWrite, Retention, StoreError};
+use crate::store::{
+    Applied, DroppedObject, Mutation, ObjectWrite, PendingPurge, Retention, StoreError,
+};
 
 /// Most dropped objects the expirer forgets per round.
 const EXPIRE_BATCH: usize = 100;
+
+/// Most purges the expirer works on per round.
+const PURGE_BATCH: usize = 100;
+
+/// How long a purge waits after its `attempts`-th failure: 1 s, doubling, at most an hour.
+fn retry_delay_ms(attempts: i64) -> i64 {
+    let doublings = attempts.saturating_sub(1).clamp(0, 12) as u32;
+    (1_000i64 << doublings).min(3_600_000)
+}
 
 impl Catalog {
     /// How a drop is kept now (`None`: the retention is off).
@@ -126,65 +144,181 @@ impl Catalog {
         catalog: &str,
         id: &str,
     ) -> CatalogResult<()> {
-        self.dropped_in(ctx, catalog, id).await?;
-        let forgotten = self.forget_dropped(ctx, id).await?;
-        self.delete_dropped_files(&forgotten).await;
+        let (record, dropped) = self.dropped_in(ctx, catalog, id).await?;
+        if let Some(purge) = self.forget_dropped(ctx, &record, &dropped, true).await? {
+            self.purge_round(&purge).await;
+        }
         Ok(())
     }
 
-    /// Forgets dropped objects past their retention (purging the files of those whose
-    /// drop asked for it); returns how many. The server runs this on one node at a time.
+    /// Forgets dropped objects past their retention (scheduling the purge of those whose
+    /// drop asked for it), then works on the purges that are due; returns how many
+    /// objects it forgot. The server runs this on one node at a time.
     pub async fn expire_dropped(&self) -> CatalogResult<u64> {
         let expired = self.store.expired_dropped(now_ms(), EXPIRE_BATCH).await?;
         let ctx = RequestContext::system();
+        let catalogs = if expired.is_empty() {
+            Vec::new()
+        } else {
+            self.store.list_catalogs().await?
+        };
         let mut n = 0;
         for d in expired {
-            match self.forget_dropped(&ctx, &d.id).await {
-                Ok(forgotten) => {
-                    n += 1;
-                    if forgotten.purge {
-                        self.delete_dropped_files(&forgotten).await;
-                    }
+            // Without its catalog, its allowed locations and storage are unknown: no purge.
+            let Some(record) = catalogs.iter().find(|c| c.id == d.catalog) else {
+                tracing::warn!(dropped = %d.id, location = %d.location, "not purging: the dropped object's catalog is gone");
+                let forget = Mutation::ForgetDropped { id: d.id.clone() };
+                match self
+                    .write(&ctx, forget, &Outcome::NoContent, Vec::new())
+                    .await
+                {
+                    Ok(_) => n += 1,
+                    Err(CatalogError::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
                 }
+                continue;
+            };
+            match self.forget_dropped(&ctx, record, &d, d.purge).await {
+                Ok(_) => n += 1,
                 // Undropped or purged meanwhile.
                 Err(CatalogError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }
         }
+        self.run_purges().await?;
         Ok(n)
     }
 
-    async fn forget_dropped(&self, ctx: &RequestContext, id: &str) -> CatalogResult<DroppedObject> {
-        let forget = Mutation::ForgetDropped { id: id.to_string() };
-        match self
-            .write(ctx, forget, &Outcome::NoContent, Vec::new())
-            .await?
-        {
-            Applied::Forgotten(d) => Ok(d),
-            _ => Err(StoreError::DroppedMissing(id.to_string()).into()),
+    /// Forgets a dropped object; with `purge`, records the purge of its files in the same
+    /// transaction and returns it.
+    async fn forget_dropped(
+        &self,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
+        d: &DroppedObject,
+        purge: bool,
+    ) -> CatalogResult<Option<PendingPurge>> {
+        let purge = match (purge, identity(d.kind, &d.metadata)) {
+            (false, _) => None,
+            (true, Ok(identity)) => self.purge_of(record, &identity.location),
+            (true, Err(e)) => {
+                tracing::warn!(dropped = %d.id, error = %e, "not purging: unreadable metadata");
+                None
+            }
+        };
+        let forget = Mutation::ForgetDropped { id: d.id.clone() };
+        let mut batch = self.batch(ctx, forget, &Outcome::NoContent, Vec::new());
+        batch.purge = purge.clone();
+        match self.apply(batch, None).await? {
+            Applied::Forgotten(_) => Ok(purge),
+            _ => Err(StoreError::DroppedMissing(d.id.clone()).into()),
         }
     }
 
-    /// Deletes a forgotten object's files (not at all if its catalog is gone: its
-    /// allowed locations and storage are unknown then).
-    async fn delete_dropped_files(&self, d: &DroppedObject) {
-        let catalogs = match self.store.list_catalogs().await {
-            Ok(catalogs) => catalogs,
-            Err(e) => {
-                tracing::warn!(dropped = %d.id, error = %e, "could not purge a dropped object's files");
-                return;
+    /// The purge of everything under `location`, to record with a change; none outside
+    /// the catalog's allowed locations (files there are not the catalog's to delete).
+    pub(super) fn purge_of(&self, record: &CatalogRecord, location: &str) -> Option<PendingPurge> {
+        if let Err(e) = check_allowed(record, location) {
+            tracing::warn!(%location, error = %e, "not purging outside the catalog's allowed locations");
+            return None;
+        }
+        let now = now_ms();
+        Some(PendingPurge {
+            id: uuid::Uuid::now_v7().to_string(),
+            catalog: record.id,
+            location: location.to_string(),
+            created_ms: now,
+            attempts: 0,
+            next_ms: now,
+        })
+    }
+
+    /// Works on the purges that are due, round after round, for at most one expiry
+    /// interval (so a large table does not wait a whole interval per round); returns
+    /// how many finished.
+    pub async fn run_purges(&self) -> CatalogResult<u64> {
+        let started = std::time::Instant::now();
+        let mut finished = 0;
+        loop {
+            let due = self.store.due_purges(now_ms(), PURGE_BATCH).await?;
+            if due.is_empty() {
+                return Ok(finished);
             }
-        };
-        let Some(record) = catalogs.into_iter().find(|c| c.id == d.catalog) else {
-            tracing::warn!(dropped = %d.id, location = %d.location, "not purging: the dropped object's catalog is gone");
-            return;
-        };
-        match identity(d.kind, &d.metadata) {
-            Ok(identity) => self.purge_files(&record, &identity.location).await,
-            Err(e) => {
-                tracing::warn!(dropped = %d.id, error = %e, "not purging: unreadable metadata")
+            for purge in &due {
+                if self.try_purge_round(purge).await? {
+                    finished += 1;
+                }
+                if started.elapsed() >= self.expiry_interval() {
+                    return Ok(finished);
+                }
             }
         }
+    }
+
+    /// One round of a purge whose outcome only the log needs (a drop stands whatever
+    /// happens to its files; the expirer takes over what is left).
+    pub(super) async fn purge_round(&self, purge: &PendingPurge) {
+        if let Err(e) = self.try_purge_round(purge).await {
+            tracing::warn!(location = %purge.location, error = %e, "purge round not recorded; the expirer retries it");
+        }
+    }
+
+    /// Deletes up to `purge_batch_files` files of the purge, then records whether it is
+    /// finished or when its next round is due; returns whether it finished.
+    async fn try_purge_round(&self, purge: &PendingPurge) -> CatalogResult<bool> {
+        let catalogs = self.store.list_catalogs().await?;
+        let deleted = match catalogs.iter().find(|c| c.id == purge.catalog) {
+            // Its storage is unknown now, and so is what is allowed: nothing to do.
+            None => {
+                tracing::warn!(location = %purge.location, "purge abandoned: its catalog is gone");
+                Ok(true)
+            }
+            Some(record) => match check_allowed(record, &purge.location) {
+                Err(e) => {
+                    tracing::warn!(location = %purge.location, error = %e, "purge abandoned: no longer inside the catalog's allowed locations");
+                    Ok(true)
+                }
+                Ok(_) => {
+                    self.files
+                        .for_catalog(record)
+                        .delete_prefix(&purge.location, self.settings.purge_batch_files.max(1))
+                        .await
+                }
+            },
+        };
+        let id = purge.id.clone();
+        let (mutation, finished) = match deleted {
+            Ok(true) => (Mutation::FinishPurge { id }, true),
+            Ok(false) => {
+                let next_ms = now_ms();
+                let attempts = purge.attempts;
+                (
+                    Mutation::DeferPurge {
+                        id,
+                        attempts,
+                        next_ms,
+                    },
+                    false,
+                )
+            }
+            Err(e) => {
+                let attempts = purge.attempts + 1;
+                let next_ms = now_ms() + retry_delay_ms(attempts);
+                tracing::warn!(location = %purge.location, attempts, error = %e, "purge round failed; retrying later");
+                (
+                    Mutation::DeferPurge {
+                        id,
+                        attempts,
+                        next_ms,
+                    },
+                    false,
+                )
+            }
+        };
+        let ctx = RequestContext::system();
+        self.write(&ctx, mutation, &Outcome::NoContent, Vec::new())
+            .await?;
+        Ok(finished)
     }
 }
 
@@ -200,4 +334,19 @@ fn describe(d: &DroppedObject) -> Value {
         "dropped-at-ms": d.dropped_ms,
         "expires-at-ms": d.expires_ms,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_delay_ms;
+
+    #[test]
+    fn failed_purges_back_off_to_an_hour() {
+        assert_eq!(retry_delay_ms(1), 1_000);
+        assert_eq!(retry_delay_ms(2), 2_000);
+        assert_eq!(retry_delay_ms(5), 16_000);
+        assert_eq!(retry_delay_ms(13), 3_600_000);
+        assert_eq!(retry_delay_ms(i64::MAX), 3_600_000);
+        assert_eq!(retry_delay_ms(0), 1_000);
+    }
 }

@@ -82,6 +82,9 @@ pub struct CatalogSettings {
     /// How long a dropped table or view stays recoverable (undrop); zero: drops are
     /// final at once.
     pub drop_retention: Duration,
+    /// Most files one round of a purge deletes (at least 1): a large table is purged
+    /// over several rounds, none of which holds a request or the expirer for long.
+    pub purge_batch_files: usize,
 }
 
 /// Kept beyond the advertised lifetime, for clock skew and slow retries.
@@ -99,6 +102,7 @@ impl Default for CatalogSettings {
             credential_lifetime: Duration::from_secs(3600),
             events: true,
             drop_retention: Duration::from_secs(7 * 86_400),
+            purge_batch_files: 10_000,
         }
     }
 }

@@ -14,7 +14,7 @@ use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{identifier_json, Draft, Operation};
 use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
-use crate::store::{Applied, Mutation, ObjectWrite, StoreError, StoredObject};
+use crate::store::{Applied, Mutation, ObjectWrite, PendingPurge, StoreError, StoredObject};
 
 /// Whether the metadata files of a commit are new (written by the commit loop, removed if
 /// the commit fails) or exist already (a register: never written, never removed).
@@ -337,9 +337,10 @@ impl Catalog {
         unreachable!("the loop returns on its last attempt")
     }
 
-    /// Removes a table or view; returns what it pointed at. `purge`: whether the
-    /// request asked for its files to go too (told in the event). With a drop retention,
-    /// the object is kept recoverable (`dropped.rs`) and its files stay until it expires.
+    /// Removes a table or view. `purge`: whether the request asked for its files to go
+    /// too (told in the event). With a drop retention, the object is kept recoverable
+    /// (`dropped.rs`) and its files stay until it expires; without one, a purge is
+    /// recorded with the drop and returned, to be carried out now.
     pub(super) async fn drop_object(
         &self,
         ctx: &RequestContext,
@@ -347,7 +348,7 @@ impl Catalog {
         kind: ObjectKind,
         ident: &Ident,
         purge: bool,
-    ) -> CatalogResult<(CatalogRecord, StoredObject)> {
+    ) -> CatalogResult<Option<PendingPurge>> {
         let drop = by_kind(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
         ctx.require(catalog, drop, &securable(kind, ident))?;
         let record = self.get_catalog(catalog).await?;
@@ -356,9 +357,13 @@ impl Catalog {
         let dropped = self
             .with_object(target, kind, ident, |object| async move {
                 let record = target;
-                let uuid = identity(kind, &object.metadata)?.uuid;
+                let Identity { uuid, location } = identity(kind, &object.metadata)?;
                 let mut event = drop_event(kind, ident, &uuid, &object.metadata_location, purge);
                 let retain = self.retention(purge);
+                let purge_now = match &retain {
+                    None if purge => self.purge_of(record, &location),
+                    _ => None,
+                };
                 if let Some(retention) = &retain {
                     event = event
                         .with("dropped-id", retention.id.clone())
@@ -372,11 +377,14 @@ impl Catalog {
                     expected: object.metadata_location,
                     retain,
                 };
-                self.write(ctx, drop, &Outcome::NoContent, events).await
+                let mut batch = self.batch(ctx, drop, &Outcome::NoContent, events);
+                batch.purge = purge_now.clone();
+                let applied = self.apply(batch, None).await?;
+                Ok((applied, purge_now))
             })
             .await?;
         match dropped {
-            Applied::Dropped(object) => Ok((record, object)),
+            (Applied::Dropped(_), purge) => Ok(purge),
             _ => Err(object_missing(kind, ident)),
         }
     }
@@ -399,17 +407,6 @@ impl Catalog {
             }
         }
         Ok(())
-    }
-
-    /// Deletes everything under a dropped table's or view's location, only inside the
-    /// catalog's allowed locations; a failure is logged (the drop itself stands).
-    pub(super) async fn purge_files(&self, record: &CatalogRecord, location: &str) {
-        if check_allowed(record, location).is_err() {
-            return;
-        }
-        if let Err(e) = self.files.for_catalog(record).delete_prefix(location).await {
-            tracing::warn!(%location, error = %e, "purge could not delete all files");
-        }
     }
 
     /// Best-effort removal of files this server wrote but will not point at.

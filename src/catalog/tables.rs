@@ -18,7 +18,7 @@ use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
 use super::locations::{check_allowed, default_location, metadata_dir};
 use super::namespaces::namespace_missing;
-use super::objects::{identity, to_value, write_event, MetadataFiles, Prepared, Registered};
+use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
 pub use super::outcome::LoadedTable;
 use super::pagination::{ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
@@ -486,14 +486,14 @@ impl Catalog {
             let target = Securable::table(ident);
             ctx.require(catalog, Privilege::TABLE_WRITE_DATA, &target)?;
         }
-        let (record, dropped) = self
-            .drop_object(ctx, catalog, ObjectKind::Table, ident, purge)
-            .await?;
         // With a drop retention the files stay until it ends (undrop needs them); the
-        // expirer purges them then.
-        if purge && self.settings.drop_retention.is_zero() {
-            let location = identity(ObjectKind::Table, &dropped.metadata)?.location;
-            self.purge_files(&record, &location).await;
+        // expirer purges them then. Without one, the first round of the purge runs now,
+        // and the expirer finishes what it leaves (a bound, a failure, a crash).
+        if let Some(purge) = self
+            .drop_object(ctx, catalog, ObjectKind::Table, ident, purge)
+            .await?
+        {
+            self.purge_round(&purge).await;
         }
         Ok(())
     }

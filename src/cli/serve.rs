@@ -140,6 +140,11 @@ pub struct ServeArgs {
     /// and, if its drop asked for a purge, its files deleted; 0: drops are final at once.
     #[arg(long, env = "FLOE_DROP_RETENTION_DAYS", default_value_t = 7.0)]
     pub drop_retention_days: f64,
+    /// Most files one round of a purge deletes; a larger table is purged over several
+    /// rounds (the rest by the expirer), each recorded, so a purge resumes after a crash.
+    #[arg(long, env = "FLOE_PURGE_BATCH_FILES", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub purge_batch_files: u32,
     /// Record Prometheus metrics (served at /metrics); `false` only to measure their
     /// cost.
     #[arg(long, env = "FLOE_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -280,6 +285,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--storage-config is not JSON: {e}"))?,
         credential_lifetime: std::time::Duration::from_secs(args.credential_lifetime),
         drop_retention: drop_retention(args.drop_retention_days)?,
+        purge_batch_files: args.purge_batch_files as usize,
         events: EventSettings {
             enabled: args.events,
             sink: args.events_sink.clone(),

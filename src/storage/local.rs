@@ -116,13 +116,11 @@ impl FileStore for LocalFiles {
         .await
     }
 
-    async fn delete_prefix(&self, location: &str) -> StorageResult<()> {
+    async fn delete_prefix(&self, location: &str, max_files: usize) -> StorageResult<bool> {
         let path = local_path(location)?;
-        blocking(move || match fs::remove_dir_all(&path) {
-            Err(e) if e.kind() != ErrorKind::NotFound => {
-                Err(io_error(e, format!("removing {}", path.display())))
-            }
-            _ => Ok(()),
+        blocking(move || {
+            delete_tree(&path, max_files)
+                .map_err(|e| io_error(e, format!("removing {}", path.display())))
         })
         .await
     }
@@ -177,6 +175,45 @@ fn write_and_link(
     fs::hard_link(temporary, path)
 }
 
+/// Deletes up to `max_files` files below `root`, then, if none is left, the emptied
+/// directories (children first); returns whether the tree is gone. Symbolic links are
+/// removed, never followed.
+fn delete_tree(root: &Path, max_files: usize) -> std::io::Result<bool> {
+    let mut deleted = 0;
+    let mut pending = vec![root.to_path_buf()];
+    let mut dirs = Vec::new();
+    while let Some(dir) = pending.pop() {
+        let entries = match fs::read_dir(&dir) {
+            Err(e) if e.kind() == ErrorKind::NotFound => continue,
+            entries => entries?,
+        };
+        for entry in entries {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                pending.push(entry.path());
+                continue;
+            }
+            if deleted == max_files {
+                return Ok(false);
+            }
+            match fs::remove_file(entry.path()) {
+                Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
+                _ => deleted += 1,
+            }
+        }
+        dirs.push(dir);
+    }
+    for dir in dirs.iter().rev() {
+        match fs::remove_dir(dir) {
+            // A file written meanwhile: the next round takes it.
+            Err(e) if e.kind() == ErrorKind::DirectoryNotEmpty => return Ok(false),
+            Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(true)
+}
+
 fn sync_dir(dir: &Path) -> anyhow::Result<()> {
     File::open(dir)
         .and_then(|d| d.sync_all())
@@ -208,11 +245,45 @@ mod tests {
             Err(StorageError::NotFound(_))
         ));
         assert!(files.exists(&loc).await.unwrap());
-        files
-            .delete_prefix(&format!("file://{}/m", dir.path().display()))
-            .await
-            .unwrap();
+        let m = format!("file://{}/m", dir.path().display());
+        assert!(files.delete_prefix(&m, 10).await.unwrap());
         assert!(!files.exists(&loc).await.unwrap());
         files.delete(&loc).await.unwrap();
+        // A missing directory is already purged.
+        assert!(files.delete_prefix(&m, 10).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_purge_deletes_at_most_its_bound_per_call_and_nothing_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = LocalFiles::new(false);
+        let root = dir.path().display();
+        for f in [
+            "t/metadata/1.json",
+            "t/metadata/2.json",
+            "t/data/a/1.parquet",
+            "t/data/2.parquet",
+            "t2/keep.json",
+        ] {
+            files
+                .write_new(&format!("file://{root}/{f}"), b"x".to_vec())
+                .await
+                .unwrap();
+        }
+        // A link inside the table is removed, never followed.
+        std::os::unix::fs::symlink(dir.path().join("t2"), dir.path().join("t/link")).unwrap();
+        let t = format!("file://{root}/t");
+        let mut rounds = 0;
+        while !files.delete_prefix(&t, 2).await.unwrap() {
+            rounds += 1;
+            assert!(rounds < 10, "a bounded purge must finish");
+        }
+        // 5 entries to delete, 2 a round: the last round finds none left.
+        assert_eq!(rounds, 2);
+        assert!(!dir.path().join("t").exists());
+        assert!(files
+            .exists(&format!("file://{root}/t2/keep.json"))
+            .await
+            .unwrap());
     }
 }

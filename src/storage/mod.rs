@@ -61,9 +61,10 @@ pub trait FileStore: Send + Sync + 'static {
     async fn exists(&self, location: &str) -> StorageResult<bool>;
     /// Removes one file; a missing file is not an error.
     async fn delete(&self, location: &str) -> StorageResult<()>;
-    /// Removes every file under a directory location (a table's purge); a missing
-    /// directory is not an error.
-    async fn delete_prefix(&self, location: &str) -> StorageResult<()>;
+    /// Removes the files under a directory location (a table's purge), at most
+    /// `max_files` of them per call; returns whether nothing is left (`false`: call
+    /// again). A missing directory is not an error.
+    async fn delete_prefix(&self, location: &str, max_files: usize) -> StorageResult<bool>;
     /// Whether checking a file's existence is cheap enough to do on every table load
     /// (a local `stat`), rather than a billed request with network latency.
     fn cheap_exists(&self) -> bool;

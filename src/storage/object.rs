@@ -219,8 +219,9 @@ impl FileStore for ObjectFiles {
     }
 
     /// Lists the prefix (by whole path segments, so `t` never matches `t2/`) and deletes
-    /// in batches of [`DELETE_BATCH`]. Listing again resumes an interrupted purge.
-    async fn delete_prefix(&self, location: &str) -> StorageResult<()> {
+    /// in batches of [`DELETE_BATCH`], at most `max_files` objects. Listing again resumes
+    /// an interrupted or bounded purge.
+    async fn delete_prefix(&self, location: &str, max_files: usize) -> StorageResult<bool> {
         let (store, prefix) = self.resolve(location)?;
         if prefix.as_ref().is_empty() {
             return Err(StorageError::InvalidLocation(format!(
@@ -230,8 +231,11 @@ impl FileStore for ObjectFiles {
         let mut listed = store
             .list(Some(&prefix))
             .map_ok(|meta| meta.location)
+            .take(max_files)
             .chunks(DELETE_BATCH);
+        let mut deleted = 0;
         while let Some(batch) = listed.next().await {
+            deleted += batch.len();
             let batch: Vec<Path> = batch
                 .into_iter()
                 .collect::<Result<_, _>>()
@@ -245,7 +249,8 @@ impl FileStore for ObjectFiles {
                 }
             }
         }
-        Ok(())
+        // Stopped at the bound: there may be more (the next call lists again).
+        Ok(deleted < max_files)
     }
 
     fn cheap_exists(&self) -> bool {

@@ -179,6 +179,17 @@ pub enum Mutation {
     ForgetDropped {
         id: String,
     },
+    /// A purge deleted every file it was after: its record goes (nothing if it is gone).
+    FinishPurge {
+        id: String,
+    },
+    /// A purge is not finished (it reached its bound, or failed): it is tried again at
+    /// `next_ms`, having failed `attempts` times so far (nothing if it is gone).
+    DeferPurge {
+        id: String,
+        attempts: i64,
+        next_ms: i64,
+    },
     /// Renames the object if it is of `kind` and still points at `expected` (`Conflict`
     /// if it moved): its events name the object that was renamed.
     RenameObject {
@@ -234,6 +245,9 @@ pub struct WriteBatch {
     /// The change's events, appended to the outbox last (in PostgreSQL the position
     /// counter is a row lock held until commit, so the shorter the better).
     pub events: Vec<ChangeEvent>,
+    /// Files to delete once this commits (a drop's or a forget's purge): recorded with
+    /// the change, so a crash between the commit and the deletion loses no purge.
+    pub purge: Option<PendingPurge>,
 }
 
 impl WriteBatch {
@@ -244,6 +258,7 @@ impl WriteBatch {
             idempotency: None,
             security: None,
             events: Vec::new(),
+            purge: None,
         }
     }
 }
@@ -278,6 +293,24 @@ pub struct Retention {
     /// the two always differ by exactly the retention.
     pub dropped_ms: i64,
     pub expires_ms: i64,
+}
+
+/// Files still to delete: everything under a dropped table's or view's location. Kept
+/// until a round of deletion finds nothing left, so a purge survives crashes, outages
+/// of the object store and its own bound per round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingPurge {
+    /// A UUIDv7, chosen by the catalog.
+    pub id: String,
+    pub catalog: CatalogId,
+    /// The directory location whose files go (checked against the catalog's allowed
+    /// locations when scheduled and again before each round).
+    pub location: String,
+    pub created_ms: i64,
+    /// Failed rounds so far (a round that reached its bound is no failure).
+    pub attempts: i64,
+    /// When the next round is due.
+    pub next_ms: i64,
 }
 
 /// A dropped table or view, recoverable until `expires_ms`.
@@ -399,6 +432,8 @@ pub trait Store: Send + Sync + 'static {
     async fn get_dropped(&self, id: &str) -> StoreResult<Option<DroppedObject>>;
     /// Dropped tables and views whose retention ended before `now_ms`, oldest first.
     async fn expired_dropped(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<DroppedObject>>;
+    /// Purges whose next round is due at `now_ms`, the longest-waiting first.
+    async fn due_purges(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<PendingPurge>>;
 
     /// Outbox events in position order.
     async fn read_events(&self, read: &EventRead) -> StoreResult<Vec<StoredEvent>>;
@@ -492,6 +527,9 @@ pub(crate) fn check_schema(applied: usize, known: usize) -> StoreResult<()> {
 }
 
 /// Columns of a dropped object's row, in the order both stores read them.
+/// Columns of a pending purge, in the order both stores read them (`PendingPurge`).
+pub(crate) const PURGE_COLUMNS: &str = "id, catalog_id, location, created_ms, attempts, next_ms";
+
 pub(crate) const DROPPED_COLUMNS: &str = "id, catalog_id, namespace, name, kind, metadata_location, metadata, location, purge, dropped_ms, expires_ms";
 
 /// A dropped object's row as both stores read it (`DROPPED_COLUMNS`).

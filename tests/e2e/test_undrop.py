@@ -2,6 +2,7 @@
 retention, can be listed, brought back (same or new name) or purged, and expires."""
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 from urllib.parse import urlparse
@@ -174,3 +175,50 @@ def test_bad_requests(floe_server_factory):
     assert_error(other.call("DELETE", f"{MGMT}/dropped/{d['id']}"), 403)
     assert [x["id"] for x in dropped(api)] == [d["id"]]
     assert requests.get(server.url + f"{MGMT}/dropped", timeout=10).status_code == 401
+
+
+def immutable(path: Path, on: bool) -> None:
+    """chattr +i: not even root may delete the file (a purge that fails for real)."""
+    subprocess.run(["chattr", "+i" if on else "-i", str(path)], check=True)
+
+
+def test_a_purge_cut_short_or_failing_resumes_after_kill_9(floe_server_factory):
+    """A purge is recorded with its drop and carried out in bounded rounds
+    (--purge-batch-files 2): one that fails (a file that cannot be deleted) is retried,
+    and one unfinished when the server is killed finishes after the restart."""
+    server = floe_server_factory(["--drop-retention-days", "0", "--purge-batch-files", "2"])
+    api = setup(server)
+    t, keep = create(api, "big"), create(api, "keep")
+    for i in range(6):
+        r = api.call("POST", "/v1/default/namespaces/db/tables/big", {
+            "requirements": [], "updates": [{"action": "set-properties", "updates": {"i": str(i)}}]})
+        assert r.status_code == 200, r.text
+    table_dir = files_of(t)
+    files = sorted(table_dir.rglob("*.json"))
+    assert len(files) == 7  # the create and 6 commits: more than one round's bound
+    stuck = files[len(files) // 2]
+    immutable(stuck, True)
+    try:
+        r = api.call("DELETE", "/v1/default/namespaces/db/tables/big?purgeRequested=true")
+        assert r.status_code == 204, r.text  # the drop stands whatever its files do
+        assert api.call("GET", "/v1/default/namespaces/db/tables/big").status_code == 404
+        deadline = time.time() + 30
+        while "purge round failed" not in server.log_tail(200) and time.time() < deadline:
+            time.sleep(0.2)
+        assert "purge round failed" in server.log_tail(200), server.log_tail()
+        server.kill9()
+        assert stuck.exists() and table_dir.exists()
+    finally:
+        immutable(stuck, False)
+    server.start()  # same data dir: the purge's record survived the kill
+    deadline = time.time() + 60
+    while table_dir.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert not table_dir.exists(), sorted(table_dir.rglob("*"))
+    assert files_of(keep).exists()
+    loaded = api_after_restart(server).call("GET", "/v1/default/namespaces/db/tables/keep")
+    assert loaded.status_code == 200, loaded.text
+
+
+def api_after_restart(server) -> ApiClient:
+    return ApiClient(server.url, access_token(server.url))

@@ -1,5 +1,5 @@
 //! PostgreSQL's dropped tables and views: kept for undrop until their retention ends,
-//! then forgotten (and purged) by the expirer.
+//! then forgotten (and purged) by the expirer; and the purges still to finish.
 
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
@@ -7,7 +7,8 @@ use tokio_postgres::Row;
 use super::{int8, text, Attempt, Queries};
 use crate::model::{CatalogId, Ident};
 use crate::store::{
-    DroppedObject, DroppedRow, Retention, StoreError, StoreResult, StoredObject, DROPPED_COLUMNS,
+    DroppedObject, DroppedRow, PendingPurge, Retention, StoreError, StoreResult, StoredObject,
+    DROPPED_COLUMNS, PURGE_COLUMNS,
 };
 
 pub(super) const MIGRATION: &str = r#"
@@ -26,6 +27,19 @@ CREATE TABLE dropped_objects (
 );
 CREATE INDEX dropped_by_catalog ON dropped_objects (catalog_id, dropped_ms);
 CREATE INDEX dropped_by_expiry ON dropped_objects (expires_ms)
+"#;
+
+/// Purges still to finish (`PendingPurge`).
+pub(super) const PURGES_MIGRATION: &str = r#"
+CREATE TABLE pending_purges (
+    id         TEXT COLLATE "C" PRIMARY KEY,
+    catalog_id BIGINT NOT NULL,
+    location   TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    attempts   BIGINT NOT NULL,
+    next_ms    BIGINT NOT NULL
+);
+CREATE INDEX purges_by_due ON pending_purges (next_ms)
 "#;
 
 fn from_row(r: &Row) -> StoreResult<DroppedObject> {
@@ -151,4 +165,66 @@ pub(super) async fn expired(
         out.push(from_row(row)?);
     }
     Ok(out)
+}
+
+/// Records a purge to carry out once the transaction commits.
+pub(super) async fn schedule_purge(q: &impl Queries, purge: &PendingPurge) -> Attempt<()> {
+    q.execute_all_typed(
+        &format!("INSERT INTO pending_purges ({PURGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"),
+        &[
+            text(&purge.id),
+            int8(&purge.catalog.0),
+            text(&purge.location),
+            int8(&purge.created_ms),
+            int8(&purge.attempts),
+            int8(&purge.next_ms),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn finish_purge(q: &impl Queries, id: &str) -> Attempt<()> {
+    q.execute_all_typed("DELETE FROM pending_purges WHERE id = $1", &[text(&id)])
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn defer_purge(
+    q: &impl Queries,
+    id: &str,
+    attempts: i64,
+    next_ms: i64,
+) -> Attempt<()> {
+    q.execute_all_typed(
+        "UPDATE pending_purges SET attempts = $2, next_ms = $3 WHERE id = $1",
+        &[text(&id), int8(&attempts), int8(&next_ms)],
+    )
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn due_purges(
+    q: &impl Queries,
+    now_ms: i64,
+    limit: usize,
+) -> Attempt<Vec<PendingPurge>> {
+    let limit = limit as i64;
+    let rows = q
+        .query_all_typed(
+            &format!("SELECT {PURGE_COLUMNS} FROM pending_purges WHERE next_ms <= $1 ORDER BY next_ms, id LIMIT $2"),
+            &[int8(&now_ms), int8(&limit)],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| PendingPurge {
+            id: r.get(0),
+            catalog: CatalogId(r.get(1)),
+            location: r.get(2),
+            created_ms: r.get(3),
+            attempts: r.get(4),
+            next_ms: r.get(5),
+        })
+        .collect())
 }

@@ -47,8 +47,8 @@ use tokio_postgres::{NoTls, Row};
 
 use super::{
     from_json, page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord,
-    LockedObjects, Page, PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch,
-    CATALOG_COLUMNS,
+    LockedObjects, Page, PageRequest, PendingPurge, Store, StoreError, StoreResult, StoredObject,
+    WriteBatch, CATALOG_COLUMNS,
 };
 use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
@@ -651,6 +651,11 @@ impl Store for PostgresStore {
 
     async fn expired_dropped(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<DroppedObject>> {
         self.run(|client| async move { dropped::expired(&client, now_ms, limit).await })
+            .await
+    }
+
+    async fn due_purges(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<PendingPurge>> {
+        self.run(|client| async move { dropped::due_purges(&client, now_ms, limit).await })
             .await
     }
 

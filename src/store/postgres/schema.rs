@@ -68,4 +68,6 @@ CREATE TABLE security (
     super::outbox::MIGRATION,
     // Dropped tables and views, kept for undrop.
     super::dropped::MIGRATION,
+    // Purges still to finish.
+    super::dropped::PURGES_MIGRATION,
 ];

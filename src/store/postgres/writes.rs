@@ -26,6 +26,9 @@ pub(super) async fn apply(q: &impl Queries, batch: &WriteBatch) -> Attempt<Appli
         replace_security(q, *expected, document).await?;
     }
     let applied = apply_mutation(q, batch).await?;
+    if let Some(purge) = &batch.purge {
+        dropped::schedule_purge(q, purge).await?;
+    }
     outbox::append(q, &batch.events).await?;
     Ok(applied)
 }
@@ -74,6 +77,12 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
         Mutation::ForgetDropped { id } => {
             return dropped::take(q, None, id).await.map(Applied::Forgotten);
         }
+        Mutation::FinishPurge { id } => dropped::finish_purge(q, id).await?,
+        Mutation::DeferPurge {
+            id,
+            attempts,
+            next_ms,
+        } => dropped::defer_purge(q, id, *attempts, *next_ms).await?,
         Mutation::RenameObject {
             catalog,
             kind,

@@ -46,6 +46,8 @@ impl Touched {
                 // Only an empty namespace can be dropped.
                 | Mutation::DropNamespace { .. }
                 | Mutation::ForgetDropped { .. }
+                | Mutation::FinishPurge { .. }
+                | Mutation::DeferPurge { .. }
                 | Mutation::RecordMetrics { .. } => {}
                 Mutation::CreateCatalog(_)
                 | Mutation::UpdateCatalog { .. }

@@ -1,12 +1,13 @@
 //! The embedded store's dropped tables and views: kept for undrop until their retention
-//! ends, then forgotten (and purged) by the expirer.
+//! ends, then forgotten (and purged) by the expirer; and the purges still to finish.
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::internal;
 use crate::model::{CatalogId, Ident};
 use crate::store::{
-    DroppedObject, DroppedRow, Retention, StoreError, StoreResult, StoredObject, DROPPED_COLUMNS,
+    DroppedObject, DroppedRow, PendingPurge, Retention, StoreError, StoreResult, StoredObject,
+    DROPPED_COLUMNS, PURGE_COLUMNS,
 };
 
 pub(super) const MIGRATION: &str = r#"
@@ -25,6 +26,19 @@ CREATE TABLE dropped_objects (
 ) WITHOUT ROWID;
 CREATE INDEX dropped_by_catalog ON dropped_objects (catalog_id, dropped_ms);
 CREATE INDEX dropped_by_expiry ON dropped_objects (expires_ms);
+"#;
+
+/// Purges still to finish (`PendingPurge`).
+pub(super) const PURGES_MIGRATION: &str = r#"
+CREATE TABLE pending_purges (
+    id         TEXT PRIMARY KEY,
+    catalog_id INTEGER NOT NULL,
+    location   TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    attempts   INTEGER NOT NULL,
+    next_ms    INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX purges_by_due ON pending_purges (next_ms);
 "#;
 
 fn from_row(r: &rusqlite::Row) -> rusqlite::Result<DroppedRow> {
@@ -123,4 +137,66 @@ pub(super) fn expired(
         .and_then(|mut s| s.query_map(params![now_ms, limit as i64], from_row)?.collect())
         .map_err(internal)?;
     rows.into_iter().map(DroppedRow::into_dropped).collect()
+}
+
+/// Records a purge to carry out once the transaction commits.
+pub(super) fn schedule_purge(tx: &Transaction, purge: &PendingPurge) -> StoreResult<()> {
+    tx.prepare_cached(&format!(
+        "INSERT INTO pending_purges ({PURGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+    ))
+    .and_then(|mut s| {
+        s.execute(params![
+            purge.id,
+            purge.catalog.0,
+            purge.location,
+            purge.created_ms,
+            purge.attempts,
+            purge.next_ms
+        ])
+    })
+    .map_err(internal)?;
+    Ok(())
+}
+
+pub(super) fn finish_purge(tx: &Transaction, id: &str) -> StoreResult<()> {
+    tx.prepare_cached("DELETE FROM pending_purges WHERE id = ?1")
+        .and_then(|mut s| s.execute([id]))
+        .map_err(internal)?;
+    Ok(())
+}
+
+pub(super) fn defer_purge(
+    tx: &Transaction,
+    id: &str,
+    attempts: i64,
+    next_ms: i64,
+) -> StoreResult<()> {
+    tx.prepare_cached("UPDATE pending_purges SET attempts = ?2, next_ms = ?3 WHERE id = ?1")
+        .and_then(|mut s| s.execute(params![id, attempts, next_ms]))
+        .map_err(internal)?;
+    Ok(())
+}
+
+pub(super) fn due_purges(
+    conn: &Connection,
+    now_ms: i64,
+    limit: usize,
+) -> StoreResult<Vec<PendingPurge>> {
+    conn.prepare_cached(&format!(
+        "SELECT {PURGE_COLUMNS} FROM pending_purges WHERE next_ms <= ?1 ORDER BY next_ms, id LIMIT ?2"
+    ))
+    .and_then(|mut s| {
+        s.query_map(params![now_ms, limit as i64], |r| {
+            Ok(PendingPurge {
+                id: r.get(0)?,
+                catalog: CatalogId(r.get(1)?),
+                location: r.get(2)?,
+                created_ms: r.get(3)?,
+                attempts: r.get(4)?,
+                next_ms: r.get(5)?,
+            })
+        })?
+        .collect()
+    })
+    .map_err(internal)
 }

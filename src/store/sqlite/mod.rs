@@ -13,6 +13,7 @@
 //!   fsyncs, each in its own savepoint.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
+//! - `dropped.rs`: dropped tables and views kept for undrop, and purges still to finish.
 
 mod cache;
 mod cache_text;
@@ -32,8 +33,8 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 
 use super::{
     from_json, page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord,
-    LockedObjects, Page, PageRequest, Store, StoreError, StoreResult, StoredObject, WriteBatch,
-    WriteTicket, CATALOG_COLUMNS,
+    LockedObjects, Page, PageRequest, PendingPurge, Store, StoreError, StoreResult, StoredObject,
+    WriteBatch, WriteTicket, CATALOG_COLUMNS,
 };
 use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
@@ -109,6 +110,8 @@ CREATE TABLE security (
     outbox::MIGRATION,
     // Dropped tables and views, kept for undrop.
     dropped::MIGRATION,
+    // Purges still to finish.
+    dropped::PURGES_MIGRATION,
 ];
 
 /// Most idle read connections kept open.
@@ -601,6 +604,10 @@ impl Store for SqliteStore {
 
     async fn expired_dropped(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<DroppedObject>> {
         self.read(|conn| dropped::expired(conn, now_ms, limit))
+    }
+
+    async fn due_purges(&self, now_ms: i64, limit: usize) -> StoreResult<Vec<PendingPurge>> {
+        self.read(|conn| dropped::due_purges(conn, now_ms, limit))
     }
 
     async fn read_events(&self, read: &EventRead) -> StoreResult<Vec<StoredEvent>> {

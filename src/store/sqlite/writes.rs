@@ -23,6 +23,9 @@ pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied
         replace_security(tx, *expected, document)?;
     }
     let applied = apply_mutation(tx, batch)?;
+    if let Some(purge) = &batch.purge {
+        dropped::schedule_purge(tx, purge)?;
+    }
     outbox::append(tx, &batch.events)?;
     Ok(applied)
 }
@@ -74,6 +77,12 @@ fn apply_mutation(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> 
         Mutation::ForgetDropped { id } => {
             return dropped::take(tx, None, id).map(Applied::Forgotten);
         }
+        Mutation::FinishPurge { id } => dropped::finish_purge(tx, id)?,
+        Mutation::DeferPurge {
+            id,
+            attempts,
+            next_ms,
+        } => dropped::defer_purge(tx, id, *attempts, *next_ms)?,
         Mutation::RenameObject {
             catalog,
             kind,
