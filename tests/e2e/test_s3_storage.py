@@ -174,16 +174,40 @@ def test_credentials_expire_and_refresh(lake, s3_server):
     lifetime_s = expires_ms / 1000 - time.time()
     assert 0 < lifetime_s <= s3_server.token_duration_s + 2
     old = s3_as(s3_server, config)
+    t_dir = key_of(t["metadata"]["location"])
     assert old.get_object(Bucket="lake", Key=t_key)
+    assert old.list_objects_v2(Bucket="lake", Prefix=t_dir + "/")["KeyCount"] >= 1
+    old.put_object(Bucket="lake", Key=f"{t_dir}/data/before.parquet", Body=b"x")
     time.sleep(max(0.0, expires_ms / 1000 - time.time()) + 1.5)
-    assert denied(lambda: old.get_object(Bucket="lake", Key=t_key)) in (
-        "InvalidAccessKeyId", "ExpiredToken", "AccessDenied")
+    # After expiry everything the credential could do is refused: read, list, write.
+    expired = ("InvalidAccessKeyId", "ExpiredToken", "AccessDenied")
+    assert denied(lambda: old.get_object(Bucket="lake", Key=t_key)) in expired
+    assert denied(lambda: old.list_objects_v2(Bucket="lake", Prefix=t_dir + "/")) in expired
+    assert denied(lambda: old.put_object(Bucket="lake", Key=f"{t_dir}/data/after.parquet",
+                                         Body=b"x")) in expired
+    assert s3_server.client().list_objects_v2(
+        Bucket="lake", Prefix=f"{t_dir}/data/after")["KeyCount"] == 0
     # The refresh endpoint gives new ones, never the expired ones.
     r = root.call("GET", "/v1/lake/namespaces/ns/tables/expiring/credentials")
     fresh = creds_of(r.json())
     assert int(fresh["s3.session-token-expires-at-ms"]) > time.time() * 1000
     assert fresh["s3.access-key-id"] != config["s3.access-key-id"]
     assert s3_as(s3_server, fresh).get_object(Bucket="lake", Key=t_key)
+
+
+def test_concurrent_loads_share_one_sts_call(lake, s3_server):
+    """Credentials not cached yet, asked for by many loads at once: one AssumeRole, whose
+    keys every load gets (each STS call returns new keys, so any second call shows)."""
+    from concurrent.futures import ThreadPoolExecutor
+    _, root, _ = lake
+    create(root, "single_flight")
+    reader = principal_with(root, "flight_reader", "TABLE_READ_DATA")  # read-only: uncached
+    path = "/v1/lake/namespaces/ns/tables/single_flight"
+    with ThreadPoolExecutor(16) as pool:
+        loads = list(pool.map(lambda _: reader.call("GET", path, headers=VENDED), range(32)))
+    assert all(r.status_code == 200 for r in loads), [r.text for r in loads if r.status_code != 200]
+    keys = {creds_of(r.json())["s3.access-key-id"] for r in loads}
+    assert len(keys) == 1, keys
 
 
 def test_purge_deletes_the_table_and_nothing_else(lake, s3_server):
