@@ -599,10 +599,16 @@ def assert_complete_metadata(metadata_location: str) -> dict:
     return doc
 
 
-def assert_all_metadata_files_complete(root: Path) -> int:
-    """Every metadata file under root (temporaries aside) is one complete JSON document."""
+def assert_all_metadata_files_complete(cluster: "Cluster") -> int:
+    """Every metadata file in the cluster's warehouse (temporaries aside) is one complete
+    JSON document: in its directory, or under its S3 prefix (read with the admin key)."""
+    if cluster.s3 is not None:
+        keys = [k for k in cluster.s3.keys(cluster.warehouse) if k.endswith(".metadata.json")]
+        for key in keys:
+            assert_complete_metadata(f"s3://{cluster.s3.bucket}/{key}")
+        return len(keys)
     count = 0
-    for path in root.rglob("*.metadata.json"):
+    for path in cluster.warehouse_dir.rglob("*.metadata.json"):
         if path.name.startswith("."):
             continue  # a temporary, never a pointer target
         try:

@@ -12,6 +12,7 @@ import requests
 
 from floe_multinode import Api, describe, fetch_token, ns_path
 
+STORAGES = ("file", "s3")  # conftest.py runs this module once per storage
 CATALOG = "authz"
 MGMT = "/api/management/v1"
 # The README promises one second; allow for a loaded CI machine's scheduling.

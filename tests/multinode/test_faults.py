@@ -28,6 +28,7 @@ import requests
 from floe_multinode import (Api, assert_all_metadata_files_complete, assert_complete_metadata,
                       assert_error_model, describe, pg_cluster, pg_dir, pg_ensure_up)
 
+STORAGES = ("file", "s3")  # conftest.py runs this module once per storage
 NAMESPACE = ["faults"]
 TABLES = [f"t{i}" for i in range(4)]
 MAX_STALL = 12.0  # seconds: "never a hang longer than ~10 s per request"
@@ -180,7 +181,7 @@ def check_nothing_lost(cluster, outcomes: list[Outcome]) -> None:
             locations.setdefault(t, set()).add(loc)
     for t, locs in locations.items():
         assert len(locs) == 1, f"the nodes disagree on {t}'s metadata-location: {locs}"
-    files = assert_all_metadata_files_complete(cluster.warehouse_dir)
+    files = assert_all_metadata_files_complete(cluster)
     print(f"  {sum(len(a) for a in acked.values())} acknowledged commits all present through "
           f"every node; {files} metadata files, all complete JSON")
 
