@@ -333,6 +333,61 @@ def test_batch_deletes_are_signed_only_over_their_checked_body(lake, s3_server):
     assert root.call("GET", f"{MGMT}/catalogs/lake").json() == before
 
 
+def test_bad_storage_configs_are_refused_and_change_nothing(lake, s3_server):
+    server, root, prefix = lake
+    before = root.call("GET", f"{MGMT}/catalogs").json()
+    good = s3_server.storage_config("bad")
+    for config, props in [
+        ({**good, "storageType": "HDFS"}, {}),
+        ({k: v for k, v in good.items() if k != "storageType"}, {}),
+        ({**good, "allowedLocations": ["gs://lake/x/"]}, {}),
+        ({**good, "endpoint": "not a url"}, {}),
+        ({**good, "secretAccessKey": "leak"}, {}),
+        (good, {"s3.secret-access-key": "leak"}),
+        (good, {"default-base-location": "file:///tmp/elsewhere"}),
+        ({"storageType": "AZURE"}, {}),
+    ]:
+        r = root.call("POST", f"{MGMT}/catalogs", {"catalog": {
+            "name": "bad", "type": "INTERNAL",
+            "properties": props, "storageConfigInfo": config}})
+        assert 400 <= r.status_code < 500, f"{config} {props}: {r.status_code} {r.text}"
+        assert r.json()["error"]["code"] == r.status_code
+    assert root.call("GET", f"{MGMT}/catalogs").json() == before
+    # A table outside the allowed locations.
+    r = root.call("POST", "/v1/lake/namespaces/ns/tables",
+                  {"name": "outside", "schema": SCHEMA, "location": "s3://lake/elsewhere/t"})
+    assert r.status_code in (400, 403), r.text
+    assert root.call("GET", "/v1/lake/namespaces/ns/tables/outside").status_code == 404
+    # The storage type of a catalog cannot change.
+    r = root.call("PUT", f"{MGMT}/catalogs/lake", {"storageConfigInfo": {"storageType": "FILE"}})
+    assert r.status_code == 400, r.text
+    assert root.call("GET", f"{MGMT}/catalogs/lake").json()["storageConfigInfo"]["storageType"] == "S3"
+
+
+def test_pyiceberg_reads_and_writes_with_vended_credentials_only(lake, s3_server, monkeypatch):
+    server, root, _ = lake
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    cat = load_catalog("lake", type="rest", uri=server.url, warehouse="lake",
+                       credential=f"{FloeServer.client_id}:{FloeServer.client_secret}",
+                       scope="PRINCIPAL_ROLE:ALL",
+                       **{"header.X-Iceberg-Access-Delegation": "vended-credentials"})
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+    table = cat.create_table("ns.py_vended", schema=schema)
+    table.append(pa.table({"id": [1, 2], "name": ["a", "b"]}))
+    table.append(pa.table({"id": [3], "name": ["c"]}))
+    again = cat.load_table("ns.py_vended")
+    rows = again.scan().to_arrow().sort_by("id")
+    assert rows.column("id").to_pylist() == [1, 2, 3]
+    assert len(again.history()) == 2
+    # The data files landed on the S3 server under the table's location.
+    admin = s3_server.client()
+    files = admin.list_objects_v2(Bucket="lake", Prefix=key_of(again.location()) + "/data/")
+    assert len(files.get("Contents", [])) == 2
+
+
 def sign_requests(server) -> float:
     """How many sign requests the server answered with a 2xx (Prometheus metrics)."""
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
