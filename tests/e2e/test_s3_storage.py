@@ -364,28 +364,40 @@ def test_bad_storage_configs_are_refused_and_change_nothing(lake, s3_server):
     assert root.call("GET", f"{MGMT}/catalogs/lake").json()["storageConfigInfo"]["storageType"] == "S3"
 
 
-def test_pyiceberg_reads_and_writes_with_vended_credentials_only(lake, s3_server, monkeypatch):
-    server, root, _ = lake
+def pyiceberg_without_s3_keys(server, monkeypatch, **properties):
+    """A PyIceberg REST catalog on the lake, in a process with no S3 keys of its own (no
+    AWS_* variables, no config or credentials file): whatever reaches S3 came from Floe."""
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    cat = load_catalog("lake", type="rest", uri=server.url, warehouse="lake",
-                       credential=f"{FloeServer.client_id}:{FloeServer.client_secret}",
-                       scope="PRINCIPAL_ROLE:ALL",
-                       **{"header.X-Iceberg-Access-Delegation": "vended-credentials"})
+    return load_catalog("lake", type="rest", uri=server.url, warehouse="lake",
+                        credential=f"{FloeServer.client_id}:{FloeServer.client_secret}",
+                        scope="PRINCIPAL_ROLE:ALL", **properties)
+
+
+def write_and_read_back(cat, name: str, s3_server):
+    """Creates `name`, appends twice, reads it back; the data files are on the S3 server
+    under the table's location. Returns the table as created."""
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
-    table = cat.create_table("ns.py_vended", schema=schema)
+    table = cat.create_table(name, schema=schema)
     table.append(pa.table({"id": [1, 2], "name": ["a", "b"]}))
     table.append(pa.table({"id": [3], "name": ["c"]}))
-    again = cat.load_table("ns.py_vended")
+    again = cat.load_table(name)
     rows = again.scan().to_arrow().sort_by("id")
     assert rows.column("id").to_pylist() == [1, 2, 3]
     assert len(again.history()) == 2
-    # The data files landed on the S3 server under the table's location.
-    admin = s3_server.client()
-    files = admin.list_objects_v2(Bucket="lake", Prefix=key_of(again.location()) + "/data/")
+    files = s3_server.client().list_objects_v2(
+        Bucket="lake", Prefix=key_of(again.location()) + "/data/")
     assert len(files.get("Contents", [])) == 2
+    return table
+
+
+def test_pyiceberg_reads_and_writes_with_vended_credentials_only(lake, s3_server, monkeypatch):
+    server, root, _ = lake
+    cat = pyiceberg_without_s3_keys(server, monkeypatch,
+                                    **{"header.X-Iceberg-Access-Delegation": "vended-credentials"})
+    write_and_read_back(cat, "ns.py_vended", s3_server)
 
 
 def sign_requests(server) -> float:
@@ -402,29 +414,13 @@ def test_pyiceberg_reads_and_writes_with_remote_signing_only(lake, s3_server, mo
     """PyIceberg's fsspec FileIO with Floe's signer: no S3 keys anywhere in the client,
     none vended; every object request is signed by Floe."""
     server, root, _ = lake
-    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-    cat = load_catalog("lake", type="rest", uri=server.url, warehouse="lake",
-                       credential=f"{FloeServer.client_id}:{FloeServer.client_secret}",
-                       scope="PRINCIPAL_ROLE:ALL",
-                       **{"header.X-Iceberg-Access-Delegation": "remote-signing",
-                          "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"})
-    schema = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+    cat = pyiceberg_without_s3_keys(server, monkeypatch,
+                                    **{"header.X-Iceberg-Access-Delegation": "remote-signing",
+                                       "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"})
     before = sign_requests(server)
-    table = cat.create_table("ns.py_signed", schema=schema)
+    table = write_and_read_back(cat, "ns.py_signed", s3_server)
     assert table.io.properties["s3.signer"] == "S3V4RestSigner"
     assert "s3.access-key-id" not in table.io.properties
-    table.append(pa.table({"id": [1, 2], "name": ["a", "b"]}))
-    table.append(pa.table({"id": [3], "name": ["c"]}))
-    again = cat.load_table("ns.py_signed")
-    rows = again.scan().to_arrow().sort_by("id")
-    assert rows.column("id").to_pylist() == [1, 2, 3]
-    assert len(again.history()) == 2
-    admin = s3_server.client()
-    files = admin.list_objects_v2(Bucket="lake", Prefix=key_of(again.location()) + "/data/")
-    assert len(files.get("Contents", [])) == 2
     # Every write and read above went through the signer (2 data files and 2 manifest
     # lists written, at least as many reads).
     assert sign_requests(server) - before >= 8
