@@ -29,6 +29,8 @@ pub struct ServerConfig {
     /// Created on first start when no catalog exists; used when clients name none.
     pub default_catalog: String,
     pub fsync: bool,
+    /// Share the metadata files' syncs between concurrent commits (`syncfs` rounds).
+    pub fsync_batch: bool,
     pub max_body_bytes: usize,
     /// Metadata bytes the embedded store keeps in memory for loads (0: none).
     pub metadata_cache_bytes: usize,
@@ -79,6 +81,7 @@ impl ServerConfig {
             warehouse: None,
             default_catalog: "default".into(),
             fsync: true,
+            fsync_batch: false,
             max_body_bytes: 16 * 1024 * 1024,
             metadata_cache_bytes: 64 << 20,
             postgres: None,
@@ -137,6 +140,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
         CatalogSettings {
             warehouse_root: warehouse.clone(),
             fsync: config.fsync,
+            fsync_batch: config.fsync_batch,
             idempotency_lifetime: config.idempotency_lifetime,
             default_storage: match &config.default_storage {
                 Some(storage) => storage.clone(),

@@ -63,6 +63,9 @@ pub struct CatalogSettings {
     pub warehouse_root: String,
     /// fsync metadata files before swapping pointers (durable against power loss).
     pub fsync: bool,
+    /// Make them durable in `syncfs` rounds shared by concurrent commits
+    /// (`--fsync-batch`).
+    pub fsync_batch: bool,
     /// Attempts of one commit; after the first lost race it waits for a lock instead of
     /// racing, so more than two are rare (e.g. a deadlock between multi-table commits).
     pub max_commit_attempts: u32,
@@ -95,6 +98,7 @@ impl Default for CatalogSettings {
         CatalogSettings {
             warehouse_root: "file:///tmp/floe-warehouse".into(),
             fsync: true,
+            fsync_batch: false,
             max_commit_attempts: 10,
             max_metadata_file_bytes: 64 * 1024 * 1024,
             idempotency_lifetime: Duration::from_secs(30 * 60),
@@ -124,7 +128,7 @@ impl Catalog {
     pub fn new(store: Arc<dyn Store>, settings: CatalogSettings) -> Self {
         Catalog {
             store,
-            files: FileStores::new(settings.fsync),
+            files: FileStores::new(settings.fsync, settings.fsync_batch),
             vendor: Vendor::new(settings.credential_lifetime),
             catalog_cache: Default::default(),
             settings,

@@ -39,6 +39,12 @@ pub struct ServeArgs {
     /// the embedded database syncs every commit regardless).
     #[arg(long, env = "FLOE_FSYNC", default_value_t = true, action = clap::ArgAction::Set)]
     pub fsync: bool,
+    /// Make new local metadata files durable in rounds shared by concurrent commits (one
+    /// `syncfs` for all of them, twice, instead of two syncs each). It flushes everything
+    /// dirty on that file system, so on a disk shared with heavy writers a commit waits
+    /// for their data too.
+    #[arg(long, env = "FLOE_FSYNC_BATCH", default_value_t = false, action = clap::ArgAction::Set)]
+    pub fsync_batch: bool,
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "FLOE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -249,6 +255,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         warehouse: args.warehouse,
         default_catalog: args.default_catalog.clone(),
         fsync: args.fsync,
+        fsync_batch: args.fsync_batch,
         max_body_bytes: args.max_body_bytes,
         metadata_cache_bytes: args.metadata_cache_mib << 20,
         postgres: args.database_url.as_ref().map(|url| PostgresSettings {

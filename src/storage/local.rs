@@ -3,15 +3,19 @@
 //! A new file is written to a temporary name, fsynced, then hard-linked to its final name
 //! (linking fails if the name is taken, so nothing is ever replaced) and the directory is
 //! fsynced: after a crash, a metadata file's name holds either nothing or the complete
-//! file. File system calls run on tokio's blocking threads.
+//! file. With `--fsync-batch` the two syncs are rounds shared with concurrent writers
+//! (`sync_rounds.rs`), in the same order. File system calls run on tokio's blocking
+//! threads.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context;
 use async_trait::async_trait;
 
+use super::sync_rounds::SyncRounds;
 use super::{FileStore, StorageError, StorageResult};
 
 /// The absolute path a `file:` location (or a plain absolute path) names.
@@ -57,15 +61,32 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| StorageError::Io(e.into()))?
 }
 
+/// How new files are made durable.
+#[derive(Clone)]
+enum Durability {
+    /// Not at all (throwaway data).
+    Off,
+    /// `fdatasync` of the file, then `fsync` of its directory.
+    PerFile,
+    /// The same two steps as rounds shared with concurrent writers.
+    Batched(Arc<SyncRounds>),
+}
+
 /// The local file system.
 pub struct LocalFiles {
-    /// fsync new files and their directory (off only for throwaway data).
-    fsync: bool,
+    durability: Durability,
 }
 
 impl LocalFiles {
-    pub fn new(fsync: bool) -> Self {
-        LocalFiles { fsync }
+    /// `fsync`: make new files durable (off only for throwaway data); `batched`: in
+    /// rounds shared by concurrent writers.
+    pub fn new(fsync: bool, batched: bool) -> Self {
+        let durability = match (fsync, batched) {
+            (false, _) => Durability::Off,
+            (true, false) => Durability::PerFile,
+            (true, true) => Durability::Batched(Arc::default()),
+        };
+        LocalFiles { durability }
     }
 }
 
@@ -73,8 +94,8 @@ impl LocalFiles {
 impl FileStore for LocalFiles {
     async fn write_new(&self, location: &str, contents: Vec<u8>) -> StorageResult<()> {
         let path = local_path(location)?;
-        let (location, fsync) = (location.to_string(), self.fsync);
-        blocking(move || write_new_file(&location, &path, &contents, fsync)).await
+        let (location, durability) = (location.to_string(), self.durability.clone());
+        blocking(move || write_new_file(&location, &path, &contents, &durability)).await
     }
 
     async fn read(&self, location: &str, max_bytes: u64) -> StorageResult<Vec<u8>> {
@@ -130,7 +151,12 @@ impl FileStore for LocalFiles {
     }
 }
 
-fn write_new_file(location: &str, path: &Path, contents: &[u8], fsync: bool) -> StorageResult<()> {
+fn write_new_file(
+    location: &str,
+    path: &Path,
+    contents: &[u8],
+    durability: &Durability,
+) -> StorageResult<()> {
     let dir = path
         .parent()
         .ok_or_else(|| StorageError::InvalidLocation(format!("{location} has no directory")))?;
@@ -143,36 +169,46 @@ fn write_new_file(location: &str, path: &Path, contents: &[u8], fsync: bool) -> 
         ".{file_name}.{}.tmp",
         uuid::Uuid::new_v4().simple()
     ));
-    let result = write_and_link(&temporary, path, contents, fsync);
+    let result = write_and_link(&temporary, path, contents, durability);
     let _ = fs::remove_file(&temporary);
-    match result {
-        Ok(()) => {}
+    let file = match result {
+        Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {
             return Err(StorageError::AlreadyExists(location.to_string()))
         }
         Err(e) => return Err(io_error(e, format!("writing {}", path.display()))),
-    }
-    if fsync {
-        sync_dir(dir).map_err(StorageError::Io)?;
+    };
+    // The new name (and the temporary's removal) made durable.
+    match durability {
+        Durability::Off => {}
+        Durability::PerFile => sync_dir(dir).map_err(StorageError::Io)?,
+        Durability::Batched(rounds) => rounds
+            .sync(&file)
+            .map_err(|e| io_error(e, format!("syncing {}", path.display())))?,
     }
     Ok(())
 }
 
+/// Writes the temporary, makes its contents durable, links it to its final name; returns
+/// the open file (its file system is the one to sync next).
 fn write_and_link(
     temporary: &Path,
     path: &Path,
     contents: &[u8],
-    fsync: bool,
-) -> std::io::Result<()> {
+    durability: &Durability,
+) -> std::io::Result<File> {
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(temporary)?;
     file.write_all(contents)?;
-    if fsync {
-        file.sync_data()?;
+    match durability {
+        Durability::Off => {}
+        Durability::PerFile => file.sync_data()?,
+        Durability::Batched(rounds) => rounds.sync(&file)?,
     }
-    fs::hard_link(temporary, path)
+    fs::hard_link(temporary, path)?;
+    Ok(file)
 }
 
 /// Deletes up to `max_files` files below `root`, then, if none is left, the emptied
@@ -227,7 +263,7 @@ mod tests {
     #[tokio::test]
     async fn new_files_are_never_overwritten() {
         let dir = tempfile::tempdir().unwrap();
-        let files = LocalFiles::new(true);
+        let files = LocalFiles::new(true, false);
         let loc = format!("file://{}/m/00001.json", dir.path().display());
         files.write_new(&loc, b"{}".to_vec()).await.unwrap();
         assert!(matches!(
@@ -254,9 +290,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn batched_syncs_write_the_same_files_and_never_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = std::sync::Arc::new(LocalFiles::new(true, true));
+        let writes: Vec<_> = (0..8)
+            .map(|i| {
+                let (files, loc) = (
+                    files.clone(),
+                    format!("file://{}/m/{i:05}.json", dir.path().display()),
+                );
+                tokio::spawn(async move { files.write_new(&loc, vec![b'x'; 1000 + i]).await })
+            })
+            .collect();
+        for w in writes {
+            w.await.unwrap().unwrap();
+        }
+        for i in 0..8 {
+            let loc = format!("file://{}/m/{i:05}.json", dir.path().display());
+            assert_eq!(files.read(&loc, 1 << 20).await.unwrap().len(), 1000 + i);
+            assert!(matches!(
+                files.write_new(&loc, b"[]".to_vec()).await,
+                Err(StorageError::AlreadyExists(_))
+            ));
+        }
+        // Only the files: no temporaries left behind.
+        assert_eq!(std::fs::read_dir(dir.path().join("m")).unwrap().count(), 8);
+    }
+
+    #[tokio::test]
     async fn a_purge_deletes_at_most_its_bound_per_call_and_nothing_beside_it() {
         let dir = tempfile::tempdir().unwrap();
-        let files = LocalFiles::new(false);
+        let files = LocalFiles::new(false, false);
         let root = dir.path().display();
         for f in [
             "t/metadata/1.json",

@@ -14,6 +14,7 @@ pub mod local;
 pub mod location;
 pub mod object;
 pub mod signing;
+mod sync_rounds;
 pub mod vending;
 
 use std::collections::HashMap;
@@ -86,9 +87,11 @@ type CatalogStores = HashMap<(CatalogId, i64), Arc<dyn FileStore>>;
 const MAX_CACHED_CATALOG_STORES: usize = 1024;
 
 impl FileStores {
-    pub fn new(fsync: bool) -> Self {
+    /// `fsync`: local metadata files are made durable; `fsync_batch`: in rounds shared
+    /// by concurrent writers (`sync_rounds.rs`).
+    pub fn new(fsync: bool, fsync_batch: bool) -> Self {
         FileStores {
-            local: Arc::new(local::LocalFiles::new(fsync)),
+            local: Arc::new(local::LocalFiles::new(fsync, fsync_batch)),
             objects: Arc::default(),
         }
     }

@@ -1,0 +1,174 @@
+//! Shared sync rounds (`--fsync-batch`): concurrent metadata-file writes on one file
+//! system share one `syncfs` instead of paying an `fdatasync` and a directory `fsync`
+//! each.
+//!
+//! A writer asks for a round that *starts after* its call (a round already running may
+//! have begun before its data was written): if none is running it leads one, else it
+//! waits for the running one to end and then for the next, which one of the waiters
+//! leads. So every writer that returns `Ok` had its data, and everything it did before
+//! the call, made durable by a round that began afterwards; a failed round fails every
+//! writer that depended on it.
+//!
+//! The cost of `syncfs` is that it flushes everything dirty on the file system, other
+//! programs' data included: on a disk shared with heavy writers a round takes as long as
+//! their flush. That is why it is an option and not the default.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Sync rounds per file system (device), so a round's `syncfs` covers its writers.
+#[derive(Default)]
+pub struct SyncRounds {
+    devices: Mutex<HashMap<u64, Arc<Rounds>>>,
+}
+
+impl SyncRounds {
+    /// Returns once a round that started after this call has made `file`'s file system
+    /// durable (its data, and every name created or removed before the call).
+    pub fn sync(&self, file: &File) -> io::Result<()> {
+        let device = file.metadata()?.dev();
+        let rounds = self
+            .devices
+            .lock()
+            .expect("sync rounds poisoned")
+            .entry(device)
+            .or_default()
+            .clone();
+        rounds.sync(|| syncfs(file))
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn syncfs(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: syncfs only reads the descriptor, which `file` keeps open for the call.
+    match unsafe { libc::syncfs(file.as_raw_fd()) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn syncfs(file: &File) -> io::Result<()> {
+    file.sync_all()
+}
+
+/// The rounds of one file system.
+#[derive(Default)]
+struct Rounds {
+    state: Mutex<State>,
+    ended: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Rounds started and ended so far (numbered from 1); at most one runs at a time.
+    started: u64,
+    ended: u64,
+    running: bool,
+    /// The last round that failed (0: none).
+    last_failed: u64,
+}
+
+impl Rounds {
+    /// Waits for a round that starts after this call, leading it if no round is running;
+    /// `run` is the round's work.
+    fn sync(&self, run: impl Fn() -> io::Result<()>) -> io::Result<()> {
+        let mut state = self.state.lock().expect("sync rounds poisoned");
+        let needed = state.started + 1;
+        loop {
+            if state.ended >= needed {
+                // Conservative: a failure of the needed round or of any later one.
+                return match state.last_failed >= needed {
+                    true => Err(io::Error::other(
+                        "syncing the file system failed; the file may not be durable",
+                    )),
+                    false => Ok(()),
+                };
+            }
+            if !state.running {
+                state.running = true;
+                state.started += 1;
+                let round = state.started;
+                drop(state);
+                let result = run();
+                state = self.state.lock().expect("sync rounds poisoned");
+                state.running = false;
+                state.ended = round;
+                if result.is_err() {
+                    state.last_failed = round;
+                }
+                self.ended.notify_all();
+                if round >= needed {
+                    return result;
+                }
+                continue;
+            }
+            state = self.ended.wait(state).expect("sync rounds poisoned");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    #[test]
+    fn every_caller_waits_for_a_round_that_started_after_it_and_rounds_are_shared() {
+        let rounds = Arc::new(Rounds::default());
+        // Round n's start and end, as a sequence of events.
+        let clock = Arc::new(AtomicU64::new(0));
+        let log = Arc::new(Mutex::new(Vec::<(u64, u64)>::new()));
+        let callers: Vec<_> = (0..16)
+            .map(|i| {
+                let (rounds, clock, log) = (rounds.clone(), clock.clone(), log.clone());
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(i % 4));
+                    let called = clock.fetch_add(1, Ordering::SeqCst);
+                    rounds
+                        .sync(|| {
+                            let start = clock.fetch_add(1, Ordering::SeqCst);
+                            std::thread::sleep(Duration::from_millis(5));
+                            let end = clock.fetch_add(1, Ordering::SeqCst);
+                            log.lock().unwrap().push((start, end));
+                            Ok(())
+                        })
+                        .unwrap();
+                    let returned = clock.fetch_add(1, Ordering::SeqCst);
+                    (called, returned)
+                })
+            })
+            .collect();
+        let calls: Vec<_> = callers.into_iter().map(|t| t.join().unwrap()).collect();
+        let log = log.lock().unwrap();
+        for (called, returned) in calls {
+            assert!(
+                log.iter()
+                    .any(|&(start, end)| start > called && end < returned),
+                "no whole round between {called} and {returned}: {log:?}"
+            );
+        }
+        assert!(log.len() < 16, "rounds were not shared: {}", log.len());
+    }
+
+    #[test]
+    fn a_failed_round_fails_its_callers_and_the_next_round_runs_afresh() {
+        let rounds = Rounds::default();
+        assert!(rounds.sync(|| Err(io::Error::other("disk"))).is_err());
+        assert!(rounds.sync(|| Ok(())).is_ok());
+    }
+
+    #[test]
+    fn a_real_file_system_round() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = File::create(dir.path().join("f")).unwrap();
+        let rounds = SyncRounds::default();
+        rounds.sync(&file).unwrap();
+        rounds.sync(&file).unwrap();
+    }
+}
