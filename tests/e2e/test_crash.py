@@ -170,8 +170,10 @@ def check_table_on_disk(name: str, loaded: dict, expected_uuid: str,
         )
 
 
-def test_acknowledged_commits_survive_kill_9(floe_server_factory):
-    server = floe_server_factory(["--auth", "none"])
+@pytest.mark.parametrize("fsync_batch", ["false", "true"])
+def test_acknowledged_commits_survive_kill_9(floe_server_factory, fsync_batch):
+    """With the metadata files synced one by one (the default) or in shared rounds."""
+    server = floe_server_factory(["--auth", "none", "--fsync-batch", fsync_batch])
     api = Api(server)
     r = requests.post(api.url("/namespaces"), json={"namespace": [NAMESPACE]}, timeout=30)
     assert r.status_code == 200, f"create namespace: {r.status_code} {r.text}"
