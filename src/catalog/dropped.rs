@@ -287,34 +287,25 @@ impl Catalog {
             },
         };
         let id = purge.id.clone();
-        let (mutation, finished) = match deleted {
-            Ok(true) => (Mutation::FinishPurge { id }, true),
-            Ok(false) => {
-                let next_ms = now_ms();
-                let attempts = purge.attempts;
-                (
-                    Mutation::DeferPurge {
-                        id,
-                        attempts,
-                        next_ms,
-                    },
-                    false,
-                )
-            }
+        let mutation = match deleted {
+            Ok(true) => Mutation::FinishPurge { id },
+            // Stopped at its bound: the next round is due at once.
+            Ok(false) => Mutation::DeferPurge {
+                id,
+                attempts: purge.attempts,
+                next_ms: now_ms(),
+            },
             Err(e) => {
                 let attempts = purge.attempts + 1;
-                let next_ms = now_ms() + retry_delay_ms(attempts);
                 tracing::warn!(location = %purge.location, attempts, error = %e, "purge round failed; retrying later");
-                (
-                    Mutation::DeferPurge {
-                        id,
-                        attempts,
-                        next_ms,
-                    },
-                    false,
-                )
+                Mutation::DeferPurge {
+                    id,
+                    attempts,
+                    next_ms: now_ms() + retry_delay_ms(attempts),
+                }
             }
         };
+        let finished = matches!(mutation, Mutation::FinishPurge { .. });
         let ctx = RequestContext::system();
         self.write(&ctx, mutation, &Outcome::NoContent, Vec::new())
             .await?;
