@@ -145,7 +145,10 @@ impl Catalog {
         id: &str,
     ) -> CatalogResult<()> {
         let (record, dropped) = self.dropped_in(ctx, catalog, id).await?;
-        if let Some(purge) = self.forget_dropped(ctx, &record, &dropped, true).await? {
+        if let Some(purge) = self
+            .forget_dropped(ctx, Some(&record), &dropped, true)
+            .await?
+        {
             self.purge_round(&purge).await;
         }
         Ok(())
@@ -164,20 +167,7 @@ impl Catalog {
         };
         let mut n = 0;
         for d in expired {
-            // Without its catalog, its allowed locations and storage are unknown: no purge.
-            let Some(record) = catalogs.iter().find(|c| c.id == d.catalog) else {
-                tracing::warn!(dropped = %d.id, location = %d.location, "not purging: the dropped object's catalog is gone");
-                let forget = Mutation::ForgetDropped { id: d.id.clone() };
-                match self
-                    .write(&ctx, forget, &Outcome::NoContent, Vec::new())
-                    .await
-                {
-                    Ok(_) => n += 1,
-                    Err(CatalogError::NotFound { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-                continue;
-            };
+            let record = catalogs.iter().find(|c| c.id == d.catalog);
             match self.forget_dropped(&ctx, record, &d, d.purge).await {
                 Ok(_) => n += 1,
                 // Undropped or purged meanwhile.
@@ -190,18 +180,23 @@ impl Catalog {
     }
 
     /// Forgets a dropped object; with `purge`, records the purge of its files in the same
-    /// transaction and returns it.
+    /// transaction and returns it. Without its catalog (`record` is `None`), its allowed
+    /// locations and storage are unknown: it is forgotten without a purge.
     async fn forget_dropped(
         &self,
         ctx: &RequestContext,
-        record: &CatalogRecord,
+        record: Option<&CatalogRecord>,
         d: &DroppedObject,
         purge: bool,
     ) -> CatalogResult<Option<PendingPurge>> {
-        let purge = match (purge, identity(d.kind, &d.metadata)) {
-            (false, _) => None,
-            (true, Ok(identity)) => self.purge_of(record, &identity.location),
-            (true, Err(e)) => {
+        let purge = match (purge, record, identity(d.kind, &d.metadata)) {
+            (false, _, _) => None,
+            (true, None, _) => {
+                tracing::warn!(dropped = %d.id, location = %d.location, "not purging: the dropped object's catalog is gone");
+                None
+            }
+            (true, Some(record), Ok(identity)) => self.purge_of(record, &identity.location),
+            (true, Some(_), Err(e)) => {
                 tracing::warn!(dropped = %d.id, error = %e, "not purging: unreadable metadata");
                 None
             }
