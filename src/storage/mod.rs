@@ -13,6 +13,8 @@ pub mod config;
 pub mod local;
 pub mod location;
 pub mod object;
+#[cfg(target_os = "linux")]
+mod present;
 pub mod signing;
 mod sync_rounds;
 pub mod vending;
