@@ -8,10 +8,15 @@
 //! going; later checks of that file cost one non-blocking `read` of the inotify queue.
 //!
 //! Why this stays exact (a load that starts after a deletion returned sees it): the
-//! kernel queues the event inside the `unlink`/`rename` call, before it returns, and
-//! every check drains the queue, under the same lock, before it answers from memory. The
-//! watch is added *before* the `stat` that admits a file, so a deletion between the two is
-//! in the queue for the next check.
+//! kernel queues the event inside the `unlink`/`rename` call, before it returns. A check
+//! first asks the kernel how many bytes are queued (`FIONREAD`, which consumes nothing):
+//! with none, it answers under a shared lock; otherwise it takes the exclusive lock,
+//! drains and applies the queue, then answers. A drain holds the exclusive lock from
+//! before its `read` until its events are applied, so a check that found the queue empty
+//! because a drain had just taken the events waits for that drain on its shared lock.
+//! The watch is added *before* the `stat` that admits a file, so a deletion between the
+//! two is in the queue for the next check. (A single mutex held across the `read` made
+//! the two runtime threads queue on each other: as costly as the `stat` it replaced.)
 //!
 //! Not seen: a *parent* of the watched directory renamed or replaced (the path then names
 //! something else while the watched directory lives on); Floe never does that, and a file
@@ -22,8 +27,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::RwLock;
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
@@ -34,7 +40,9 @@ const NAMES_PER_DIR: usize = 4;
 
 /// Files known to exist, kept exact by inotify (see the module doc).
 pub struct KnownFiles {
-    state: Mutex<State>,
+    /// The inotify descriptor (owned by `state`, which lives as long as this).
+    fd: RawFd,
+    state: RwLock<State>,
 }
 
 struct State {
@@ -61,7 +69,8 @@ impl KnownFiles {
     pub fn new() -> Option<Self> {
         match Inotify::init() {
             Ok(inotify) => Some(KnownFiles {
-                state: Mutex::new(State {
+                fd: inotify.as_raw_fd(),
+                state: RwLock::new(State {
                     inotify,
                     buffer: vec![0; 16 * 1024],
                     dirs: HashMap::new(),
@@ -81,16 +90,16 @@ impl KnownFiles {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return path.exists();
         };
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.drain();
-        if let Some(wd) = state.by_path.get(dir) {
-            if state
-                .dirs
-                .get(wd)
-                .is_some_and(|d| d.names.iter().any(|n| n == name))
-            {
+        if self.nothing_queued() {
+            let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+            if state.knows(dir, name) {
                 return true;
             }
+        }
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        state.drain();
+        if state.knows(dir, name) {
+            return true;
         }
         // Watch first, then look: a deletion in between is queued for the next check.
         let wd = state.watch(dir);
@@ -107,7 +116,25 @@ impl KnownFiles {
     }
 }
 
+impl KnownFiles {
+    /// Whether the kernel holds no events for us (an error counts as "some").
+    fn nothing_queued(&self) -> bool {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer, which outlives the call;
+        // the descriptor stays open as long as `self`.
+        let r = unsafe { libc::ioctl(self.fd, libc::FIONREAD, &mut queued as *mut libc::c_int) };
+        r == 0 && queued == 0
+    }
+}
+
 impl State {
+    fn knows(&self, dir: &Path, name: &std::ffi::OsStr) -> bool {
+        self.by_path
+            .get(dir)
+            .and_then(|wd| self.dirs.get(wd))
+            .is_some_and(|d| d.names.iter().any(|n| n == name))
+    }
+
     /// Applies every queued event: names that left a directory are forgotten, and so are
     /// directories that went (or everything, if the queue overflowed).
     fn drain(&mut self) {
@@ -261,7 +288,7 @@ mod tests {
         std::fs::remove_file(&files[NAMES_PER_DIR + 1]).unwrap();
         assert!(!known.exists(&files[NAMES_PER_DIR + 1]));
         assert!(files[..=NAMES_PER_DIR].iter().all(|f| known.exists(f)));
-        let state = known.state.lock().unwrap();
+        let state = known.state.read().unwrap();
         assert!(state.dirs.values().all(|d| d.names.len() <= NAMES_PER_DIR));
         drop(state);
         std::fs::remove_dir_all(&root).unwrap();
