@@ -34,8 +34,27 @@ fn sqlite() -> Backend {
     }
 }
 
+/// PostgreSQL, each write in a transaction of its own.
 async fn postgres() -> Option<Backend> {
     let settings = common::postgres_for_test().await?;
+    let settings = floe::store::postgres::PostgresSettings {
+        group_commit: false,
+        ..settings
+    };
+    let store = PostgresStore::open(&settings).await.unwrap();
+    Some(Backend {
+        store: Arc::new(store),
+        _dir: None,
+    })
+}
+
+/// PostgreSQL with group commit (`--db-group-commit`): the same contract must hold.
+async fn postgres_grouped() -> Option<Backend> {
+    let settings = common::postgres_for_test().await?;
+    let settings = floe::store::postgres::PostgresSettings {
+        group_commit: true,
+        ..settings
+    };
     let store = PostgresStore::open(&settings).await.unwrap();
     Some(Backend {
         store: Arc::new(store),
@@ -57,6 +76,14 @@ macro_rules! contract {
             #[tokio::test]
             async fn postgres() {
                 match super::postgres().await {
+                    Some(backend) => super::$case(backend.store.clone()).await,
+                    None => eprintln!("FLOE_TEST_DATABASE_URL not set: PostgreSQL not tested"),
+                }
+            }
+
+            #[tokio::test]
+            async fn postgres_grouped() {
+                match super::postgres_grouped().await {
                     Some(backend) => super::$case(backend.store.clone()).await,
                     None => eprintln!("FLOE_TEST_DATABASE_URL not set: PostgreSQL not tested"),
                 }
@@ -1305,8 +1332,9 @@ async fn purges_commit_with_their_change_and_stay_until_finished(store: Arc<dyn 
 }
 
 /// Many writes at once (the embedded store commits them in groups, PostgreSQL in
-/// parallel): the ones that fail (stale compare-and-swaps, a name taken twice) fail alone,
-/// with their events, and every other write commits with its own.
+/// parallel, or in groups with `group_commit`): the ones that fail (stale
+/// compare-and-swaps, a name taken twice) fail alone, with their events, and every other
+/// write commits with its own.
 async fn concurrent_writes_fail_alone(store: Arc<dyn Store>) {
     let c = catalog_with_db(&store, "c").await;
     let t = ident(&["db"], "t");

@@ -67,6 +67,10 @@ pub struct ServeArgs {
     /// which cannot keep prepared statements.
     #[arg(long, env = "FLOE_DB_PREPARED_STATEMENTS", default_value_t = true, action = clap::ArgAction::Set)]
     pub db_prepared_statements: bool,
+    /// Concurrent writes of this node share one transaction and one COMMIT (group
+    /// commit), instead of queuing one by one on the change-event counter's row lock.
+    #[arg(long, env = "FLOE_DB_GROUP_COMMIT", default_value_t = false, action = clap::ArgAction::Set)]
+    pub db_group_commit: bool,
     /// Seconds a client may retry a mutation with one `Idempotency-Key` (advertised in
     /// /v1/config as idempotency-key-lifetime; outcomes are kept 5 minutes longer).
     #[arg(long, env = "FLOE_IDEMPOTENCY_KEY_LIFETIME", default_value_t = 1800)]
@@ -263,6 +267,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             pool_size: args.db_pool_size,
             timeout: std::time::Duration::from_millis(args.db_timeout_ms),
             prepared_statements: args.db_prepared_statements,
+            group_commit: args.db_group_commit,
         }),
         idempotency_lifetime: std::time::Duration::from_secs(args.idempotency_key_lifetime),
         auth: AuthSettings {

@@ -38,9 +38,12 @@ pub async fn postgres_for_test() -> Option<floe::store::postgres::PostgresSettin
         .await
         .expect("create a test schema");
     let separator = if url.contains('?') { '&' } else { '?' };
-    Some(floe::store::postgres::PostgresSettings::new(format!(
+    let mut settings = floe::store::postgres::PostgresSettings::new(format!(
         "{url}{separator}options=-csearch_path%3D{schema}"
-    )))
+    ));
+    // The test command runs the HTTP suites once more with group commit on.
+    settings.group_commit = std::env::var("FLOE_DB_GROUP_COMMIT").is_ok_and(|v| v == "true");
+    Some(settings)
 }
 
 /// A running server; shut down when dropped.

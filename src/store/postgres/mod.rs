@@ -29,6 +29,7 @@
 //!   relay leases.
 
 mod dropped;
+mod group;
 mod outbox;
 mod queries;
 mod schema;
@@ -74,6 +75,8 @@ pub struct PostgresSettings {
     pub timeout: Duration,
     /// Prepare statements once per connection (off behind PgBouncer's transaction mode).
     pub prepared_statements: bool,
+    /// Concurrent writes of this node share one transaction and COMMIT (`group.rs`).
+    pub group_commit: bool,
 }
 
 impl PostgresSettings {
@@ -83,12 +86,16 @@ impl PostgresSettings {
             pool_size: 10,
             timeout: Duration::from_secs(5),
             prepared_statements: true,
+            group_commit: false,
         }
     }
 }
 
 pub struct PostgresStore {
     pool: Pool,
+    group_commit: bool,
+    /// The group committer, started by the first write (inside the runtime).
+    groups: std::sync::OnceLock<group::Groups>,
 }
 
 /// Why one attempt of a store operation failed: a store-level answer, or an SQL error
@@ -218,7 +225,11 @@ impl PostgresStore {
             .build()
             .context("building the connection pool")?;
         queries::set_prepared(settings.prepared_statements);
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            pool,
+            group_commit: settings.group_commit,
+            groups: std::sync::OnceLock::new(),
+        })
     }
 
     /// Applies missing migrations; safe when several nodes run it at once (they queue on
@@ -439,6 +450,12 @@ impl Store for PostgresStore {
     }
 
     async fn write(&self, batch: WriteBatch) -> StoreResult<Applied> {
+        if self.group_commit {
+            let groups = self
+                .groups
+                .get_or_init(|| group::Groups::start(self.pool.clone()));
+            return groups.write(batch).await;
+        }
         self.run(|mut client| {
             let batch = &batch;
             async move {

@@ -19,6 +19,13 @@ use crate::store::{
 
 /// Applies the batch's rows, then its mutation, in the caller's transaction.
 pub(super) async fn apply(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied> {
+    let applied = apply_rows(q, batch).await?;
+    outbox::append(q, &batch.events).await?;
+    Ok(applied)
+}
+
+/// All of [`apply`] but the events (a group appends those of all its batches last).
+pub(super) async fn apply_rows(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied> {
     if let Some(record) = &batch.idempotency {
         record_idempotency(q, record, batch.now_ms).await?;
     }
@@ -29,7 +36,6 @@ pub(super) async fn apply(q: &impl Queries, batch: &WriteBatch) -> Attempt<Appli
     if let Some(purge) = &batch.purge {
         dropped::schedule_purge(q, purge).await?;
     }
-    outbox::append(q, &batch.events).await?;
     Ok(applied)
 }
 

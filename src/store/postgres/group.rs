@@ -1,0 +1,283 @@
+//! Group commit (`--db-group-commit`): concurrent writes of this node share one
+//! transaction and one COMMIT.
+//!
+//! Why: every write appends its change events last, and the outbox's position counter is
+//! one row (`event_head`) locked until COMMIT, so without grouping each commit in the
+//! database waits for the one before it to flush its WAL. Under 50 writers the backends
+//! were found waiting on that lock (`Lock:transactionid` in `pg_stat_activity`) rather
+//! than working, and writes topped out at about one WAL flush each, one after another.
+//!
+//! How a group runs (on one pooled connection; [`COMMITTERS`] groups may be in flight,
+//! so one group's statements overlap another's COMMIT):
+//! - BEGIN; each batch inside a savepoint ([`writes::apply_rows`]). A batch that fails
+//!   rolls back to its savepoint and fails alone; a deadlock or serialization failure is
+//!   sent again in a later group, as `PostgresStore::run` retries it.
+//! - A refusal (a stale compare-and-swap, a name already taken) is answered only once the
+//!   group's fate is known: it may rest on an earlier batch of the same group (the name
+//!   that batch created, the pointer it moved), which stands only if the group commits.
+//!   If it does not, such a refusal is sent again instead of being answered.
+//! - The events of the batches that succeeded are appended last, in batch order, then
+//!   one COMMIT. Taking the counter's lock last keeps the group from holding it while it
+//!   waits for another transaction's row locks (a commit that lost a race holds those and
+//!   takes the counter last too: no deadlock between them).
+//! - No batch is answered with success before COMMIT returns; if the append or the COMMIT
+//!   fails, every batch still waiting gets that failure (none of them was committed).
+
+use std::sync::Arc;
+
+use deadpool_postgres::Pool;
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+use super::{
+    backoff, is_retryable, is_unavailable, lost_prepared_statement, outbox, sql_error,
+    stop_preparing, writes, Failure, MAX_ATTEMPTS,
+};
+use crate::store::{Applied, StoreError, StoreResult, WriteBatch};
+
+/// Most batches in one group: each holds a subtransaction, and PostgreSQL keeps 64 per
+/// backend in shared memory before spilling (which slows every snapshot).
+const MAX_GROUP: usize = 32;
+
+/// Groups in flight at once. They serialise only at the counter (append, COMMIT); the
+/// catalog's per-object commit locks keep two of them from writing the same object.
+const COMMITTERS: usize = 2;
+
+/// What one trip of a batch through the group committer comes back as.
+enum Outcome {
+    Done(StoreResult<Applied>),
+    /// Nothing of the batch was committed, and the reason is worth another try (a
+    /// deadlock, a serialization failure, prepared statements lost to a pooler, or a
+    /// refusal checked against a group that then did not commit): send it again.
+    Retry {
+        batch: Box<WriteBatch>,
+        reason: String,
+    },
+}
+
+struct Job {
+    batch: WriteBatch,
+    reply: oneshot::Sender<Outcome>,
+}
+
+impl Job {
+    fn answer(self, outcome: impl FnOnce(WriteBatch) -> Outcome) {
+        let _ = self.reply.send(outcome(self.batch));
+    }
+
+    fn retry(self, reason: String) {
+        self.answer(|batch| Outcome::Retry {
+            batch: Box::new(batch),
+            reason,
+        })
+    }
+
+    fn fail(self, error: StoreError) {
+        self.answer(|_| Outcome::Done(Err(error)))
+    }
+}
+
+/// The handle of this node's group committer (tasks that live as long as the store).
+pub(super) struct Groups {
+    jobs: mpsc::UnboundedSender<Job>,
+}
+
+impl Groups {
+    /// Starts the committers; must be called inside the Tokio runtime.
+    pub(super) fn start(pool: Pool) -> Self {
+        let (jobs, queue) = mpsc::unbounded_channel();
+        let queue = Arc::new(Mutex::new(queue));
+        for _ in 0..COMMITTERS {
+            tokio::spawn(committer(pool.clone(), queue.clone()));
+        }
+        Groups { jobs }
+    }
+
+    /// `Store::write` through the groups: sends `batch` to the next group, and again
+    /// after a conflict (with the same jittered backoff and bound as `PostgresStore::run`).
+    pub(super) async fn write(&self, mut batch: WriteBatch) -> StoreResult<Applied> {
+        for n in 1..=MAX_ATTEMPTS {
+            match self.send(batch).await {
+                Outcome::Done(result) => return result,
+                Outcome::Retry {
+                    batch: again,
+                    reason,
+                } if n < MAX_ATTEMPTS => {
+                    tracing::info!(attempt = n, error = %reason, "retrying a database conflict");
+                    backoff(n).await;
+                    batch = *again;
+                }
+                Outcome::Retry { reason, .. } => {
+                    return Err(StoreError::Internal(anyhow::anyhow!(
+                        "database error: {reason}"
+                    )))
+                }
+            }
+        }
+        unreachable!("the loop returns on its last attempt")
+    }
+
+    async fn send(&self, batch: WriteBatch) -> Outcome {
+        let stopped = || {
+            Outcome::Done(Err(StoreError::Unavailable(
+                "the group committer has stopped".into(),
+            )))
+        };
+        let (reply, outcome) = oneshot::channel();
+        if self.jobs.send(Job { batch, reply }).is_err() {
+            return stopped();
+        }
+        outcome.await.unwrap_or_else(|_| stopped())
+    }
+}
+
+async fn committer(pool: Pool, queue: Arc<Mutex<mpsc::UnboundedReceiver<Job>>>) {
+    loop {
+        // The next group is what is queued once this committer's turn comes.
+        let jobs = {
+            let mut queue = queue.lock().await;
+            let Some(first) = queue.recv().await else {
+                return;
+            };
+            let mut jobs = vec![first];
+            while jobs.len() < MAX_GROUP {
+                match queue.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+            jobs
+        };
+        commit_group(&pool, jobs).await;
+    }
+}
+
+/// The failure of a whole group, as each of its batches gets it (a
+/// `tokio_postgres::Error` cannot be cloned).
+fn group_failure(error: &tokio_postgres::Error) -> impl Fn() -> StoreError + '_ {
+    move || {
+        if is_unavailable(error) {
+            StoreError::Unavailable(format!("database: {error}"))
+        } else {
+            StoreError::Internal(anyhow::anyhow!("database error: {error}"))
+        }
+    }
+}
+
+/// How a batch that failed on its own is answered.
+fn answer_failure(job: Job, failure: Failure) {
+    match failure {
+        Failure::Store(e) => job.fail(e),
+        Failure::Sql(e) if is_retryable(&e) => job.retry(e.to_string()),
+        Failure::Sql(e) if lost_prepared_statement(&e) => {
+            stop_preparing(&e);
+            job.retry(e.to_string())
+        }
+        Failure::Sql(e) => job.fail(sql_error(e)),
+    }
+}
+
+/// A batch that failed inside the group, waiting for the group's outcome.
+struct Refused {
+    job: Job,
+    failure: Failure,
+    /// An earlier batch of the group was applied, so the refusal may rest on it.
+    after_applied: bool,
+}
+
+/// Answers the refused batches once the group is over: as they failed if the group
+/// committed (or their failure cannot rest on it), or sent again if it did not.
+fn answer_refused(refused: Vec<Refused>, committed: bool) {
+    for r in refused {
+        if committed || !r.after_applied {
+            answer_failure(r.job, r.failure);
+        } else {
+            r.job
+                .retry("checked against a group of writes that did not commit".into());
+        }
+    }
+}
+
+async fn commit_group(pool: &Pool, jobs: Vec<Job>) {
+    let mut client = match pool.get().await {
+        Ok(client) => client,
+        Err(e) => {
+            let message = format!("database connection: {e}");
+            for job in jobs {
+                job.fail(StoreError::Unavailable(message.clone()));
+            }
+            return;
+        }
+    };
+    let tx = match client.transaction().await {
+        Ok(tx) => tx,
+        Err(e) => {
+            let fail = group_failure(&e);
+            return jobs.into_iter().for_each(|job| job.fail(fail()));
+        }
+    };
+    let mut applied: Vec<(Job, Applied)> = Vec::with_capacity(jobs.len());
+    let mut refused: Vec<Refused> = Vec::new();
+    let mut jobs = jobs.into_iter();
+    while let Some(job) = jobs.next() {
+        let result = match tx.batch_execute("SAVEPOINT batch").await {
+            Ok(()) => writes::apply_rows(&tx, &job.batch).await,
+            Err(e) => Err(Failure::Sql(e)),
+        };
+        match result {
+            Ok(done) => applied.push((job, done)),
+            Err(failure) => {
+                if let Err(e) = tx.batch_execute("ROLLBACK TO SAVEPOINT batch").await {
+                    // The transaction is unusable: nothing of this group commits.
+                    let fail = group_failure(&e);
+                    let waiting = applied.into_iter().map(|(j, _)| j).chain(jobs);
+                    std::iter::once(job)
+                        .chain(waiting)
+                        .for_each(|j| j.fail(fail()));
+                    return answer_refused(refused, false);
+                }
+                let after_applied = !applied.is_empty();
+                refused.push(Refused {
+                    job,
+                    failure,
+                    after_applied,
+                });
+            }
+        }
+    }
+    if applied.is_empty() {
+        // Nothing to commit (the transaction rolls back when dropped).
+        return answer_refused(refused, true);
+    }
+    let events: Vec<_> = applied
+        .iter()
+        .flat_map(|(job, _)| job.batch.events.iter().cloned())
+        .collect();
+    let finished = match outbox::append(&tx, &events).await {
+        Ok(()) => tx.commit().await.map_err(Failure::Sql),
+        Err(e) => Err(e),
+    };
+    let committed = finished.is_ok();
+    match finished {
+        Ok(()) => {
+            for (job, done) in applied {
+                job.answer(|_| Outcome::Done(Ok(done)));
+            }
+        }
+        Err(Failure::Sql(e)) if is_retryable(&e) => {
+            for (job, _) in applied {
+                job.retry(e.to_string());
+            }
+        }
+        Err(Failure::Sql(e)) => {
+            let fail = group_failure(&e);
+            applied.into_iter().for_each(|(job, _)| job.fail(fail()));
+        }
+        Err(Failure::Store(e)) => {
+            let message = e.to_string();
+            for (job, _) in applied {
+                job.fail(StoreError::Internal(anyhow::anyhow!("{message}")));
+            }
+        }
+    }
+    answer_refused(refused, committed);
+}
