@@ -48,8 +48,9 @@ pub struct ServeArgs {
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "FLOE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// MiB of table and view metadata the embedded store keeps in memory, so that loads
-    /// of recently loaded objects skip the database (0: off). Not used with PostgreSQL.
+    /// MiB of table and view metadata kept in memory for loads (0: off): the embedded
+    /// store then skips the database, PostgreSQL fetches only the pointer when it has not
+    /// moved.
     #[arg(long, env = "FLOE_METADATA_CACHE_MIB", default_value_t = 64)]
     pub metadata_cache_mib: usize,
     /// PostgreSQL URL (postgres://user:pass@host:port/db) to keep the catalog in, instead
@@ -268,6 +269,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             timeout: std::time::Duration::from_millis(args.db_timeout_ms),
             prepared_statements: args.db_prepared_statements,
             group_commit: args.db_group_commit,
+            document_cache_bytes: args.metadata_cache_mib << 20,
         }),
         idempotency_lifetime: std::time::Duration::from_secs(args.idempotency_key_lifetime),
         auth: AuthSettings {

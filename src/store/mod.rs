@@ -24,6 +24,8 @@
 //! single-row conditional updates inside one transaction; unrelated entities never
 //! contend. `tests/store_contract.rs` holds every backend to the same rules.
 
+/// The metadata caches' documents (both stores), in an allocator heap of their own.
+mod cache_text;
 pub mod postgres;
 pub mod sqlite;
 

@@ -25,9 +25,13 @@
 //! - `schema.rs`: migrations.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`, and
 //!   the row locks of a commit that lost a race.
+//! - `group.rs`: group commit (`--db-group-commit`).
+//! - `documents.rs`: documents this node loaded, so a load whose pointer has not moved
+//!   fetches only the pointer.
 //! - `outbox.rs`: change events (appended by `apply` in commit order, read back) and
 //!   relay leases.
 
+mod documents;
 mod dropped;
 mod group;
 mod outbox;
@@ -77,6 +81,8 @@ pub struct PostgresSettings {
     pub prepared_statements: bool,
     /// Concurrent writes of this node share one transaction and COMMIT (`group.rs`).
     pub group_commit: bool,
+    /// Bytes of loaded metadata documents kept in memory (`documents.rs`); 0: none.
+    pub document_cache_bytes: usize,
 }
 
 impl PostgresSettings {
@@ -87,6 +93,7 @@ impl PostgresSettings {
             timeout: Duration::from_secs(5),
             prepared_statements: true,
             group_commit: false,
+            document_cache_bytes: 64 << 20,
         }
     }
 }
@@ -96,6 +103,7 @@ pub struct PostgresStore {
     group_commit: bool,
     /// The group committer, started by the first write (inside the runtime).
     groups: std::sync::OnceLock<group::Groups>,
+    documents: documents::Documents,
 }
 
 /// Why one attempt of a store operation failed: a store-level answer, or an SQL error
@@ -229,6 +237,7 @@ impl PostgresStore {
             pool,
             group_commit: settings.group_commit,
             groups: std::sync::OnceLock::new(),
+            documents: documents::Documents::new(settings.document_cache_bytes),
         })
     }
 
@@ -564,26 +573,56 @@ impl Store for PostgresStore {
 
     async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>> {
         let ns = ident.namespace.key();
+        // The document comes back only if the row is no longer the version this node
+        // has the document of (`documents.rs`: why that is exact).
+        let known = self.documents.get(catalog, &ns, &ident.name);
+        let (known_location, known_version) = known
+            .as_ref()
+            .map_or(("", ""), |k| (k.location.as_str(), k.version.as_str()));
         let row = self
             .run(|client| {
                 let ns = &ns;
                 async move {
                     Ok(client
                         .query_opt_typed(
-                            "SELECT o.kind, o.metadata_location, o.metadata FROM catalogs c
+                            "SELECT o.kind, o.metadata_location, o.xmin::text,
+                                    CASE WHEN o.metadata_location = $4 AND o.xmin::text = $5
+                                         THEN NULL ELSE o.metadata END
+                             FROM catalogs c
                              LEFT JOIN objects o ON o.catalog_id = c.id AND o.namespace = $2 AND o.name = $3
                              WHERE c.name = $1",
-                            &[text(&catalog), text(ns), text(&ident.name)],
+                            &[
+                                text(&catalog),
+                                text(ns),
+                                text(&ident.name),
+                                text(&known_location),
+                                text(&known_version),
+                            ],
                         )
                         .await?)
                 }
             })
             .await?;
         let row = row.ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))?;
-        match row.get::<_, Option<&str>>(0) {
-            None => Ok(None),
-            Some(kind) => stored_object(kind, row.get(1), row.get(2)).map(Some),
-        }
+        let Some(kind) = row.get::<_, Option<&str>>(0) else {
+            return Ok(None);
+        };
+        let location: String = row.get(1);
+        let metadata = match (row.get::<_, Option<&str>>(3), &known) {
+            (Some(document), _) => {
+                let key = (catalog, ns.as_str(), ident.name.as_str());
+                self.documents.put(key, &location, row.get(2), document);
+                document.to_string()
+            }
+            (None, Some(known)) => known.document(),
+            (None, None) => {
+                return Err(StoreError::Internal(anyhow::anyhow!(
+                    "no metadata document came back for {catalog}: {ns}.{}",
+                    ident.name
+                )))
+            }
+        };
+        stored_object(kind, location, metadata).map(Some)
     }
 
     async fn list_objects(

@@ -18,8 +18,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::cache_text::CachedText;
 use crate::model::{CatalogId, Ident, ObjectKind};
+use crate::store::cache_text::CachedText;
 use crate::store::{Mutation, StoredObject};
 
 /// What a write group touches, as far as the cache is concerned.

@@ -8,7 +8,6 @@
 //! - `mod.rs`: connections, schema, reads and the `Store` impl.
 //! - `cache.rs`: current table and view pointers kept in memory for loads, valid because
 //!   this process is the only writer.
-//! - `cache_text.rs`: the cached documents' memory, in an allocator heap of their own.
 //! - `group.rs`: group commit: concurrent write batches share one transaction and its
 //!   fsyncs, each in its own savepoint.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
@@ -16,7 +15,6 @@
 //! - `dropped.rs`: dropped tables and views kept for undrop, and purges still to finish.
 
 mod cache;
-mod cache_text;
 mod dropped;
 mod group;
 mod outbox;

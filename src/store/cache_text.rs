@@ -1,4 +1,4 @@
-//! The metadata cache's documents, kept in a mimalloc heap of their own.
+//! The metadata caches' documents (both stores'), kept in a mimalloc heap of their own.
 //!
 //! Why: a cached document (tens of KB) lives until a write evicts it, while documents of
 //! the same size are allocated and freed all the time by requests (response bodies,
@@ -35,7 +35,7 @@ fn heap() -> NonNull<mi_heap_t> {
 }
 
 /// Immutable UTF-8 text in the cache's heap.
-pub(super) struct CachedText {
+pub(crate) struct CachedText {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -45,7 +45,7 @@ unsafe impl Send for CachedText {}
 unsafe impl Sync for CachedText {}
 
 impl CachedText {
-    pub(super) fn new(text: &str) -> CachedText {
+    pub(crate) fn new(text: &str) -> CachedText {
         let len = text.len();
         if len == 0 {
             return CachedText {
@@ -64,7 +64,7 @@ impl CachedText {
         CachedText { ptr, len }
     }
 
-    pub(super) fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         // SAFETY: `len` bytes copied from a `str` at creation and never changed since.
         unsafe {
             std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.ptr.as_ptr(), self.len))
