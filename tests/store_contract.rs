@@ -36,23 +36,18 @@ fn sqlite() -> Backend {
 
 /// PostgreSQL, each write in a transaction of its own.
 async fn postgres() -> Option<Backend> {
-    let settings = common::postgres_for_test().await?;
-    let settings = floe::store::postgres::PostgresSettings {
-        group_commit: false,
-        ..settings
-    };
-    let store = PostgresStore::open(&settings).await.unwrap();
-    Some(Backend {
-        store: Arc::new(store),
-        _dir: None,
-    })
+    postgres_with(false).await
 }
 
 /// PostgreSQL with group commit (`--db-group-commit`): the same contract must hold.
 async fn postgres_grouped() -> Option<Backend> {
+    postgres_with(true).await
+}
+
+async fn postgres_with(group_commit: bool) -> Option<Backend> {
     let settings = common::postgres_for_test().await?;
     let settings = floe::store::postgres::PostgresSettings {
-        group_commit: true,
+        group_commit,
         ..settings
     };
     let store = PostgresStore::open(&settings).await.unwrap();

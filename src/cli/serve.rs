@@ -70,7 +70,7 @@ pub struct ServeArgs {
     pub db_prepared_statements: bool,
     /// Concurrent writes of this node share one transaction and one COMMIT (group
     /// commit), instead of queuing one by one on the change-event counter's row lock.
-    #[arg(long, env = "FLOE_DB_GROUP_COMMIT", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, env = "FLOE_DB_GROUP_COMMIT", default_value_t = true, action = clap::ArgAction::Set)]
     pub db_group_commit: bool,
     /// Seconds a client may retry a mutation with one `Idempotency-Key` (advertised in
     /// /v1/config as idempotency-key-lifetime; outcomes are kept 5 minutes longer).

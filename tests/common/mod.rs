@@ -41,8 +41,9 @@ pub async fn postgres_for_test() -> Option<floe::store::postgres::PostgresSettin
     let mut settings = floe::store::postgres::PostgresSettings::new(format!(
         "{url}{separator}options=-csearch_path%3D{schema}"
     ));
-    // The test command runs the HTTP suites once more with group commit on.
-    settings.group_commit = std::env::var("FLOE_DB_GROUP_COMMIT").is_ok_and(|v| v == "true");
+    // On by default, as `floe serve` runs; the test command runs the HTTP suites once
+    // more with FLOE_DB_GROUP_COMMIT=false.
+    settings.group_commit = std::env::var("FLOE_DB_GROUP_COMMIT").map_or(true, |v| v != "false");
     Some(settings)
 }
 

@@ -92,7 +92,7 @@ impl PostgresSettings {
             pool_size: 10,
             timeout: Duration::from_secs(5),
             prepared_statements: true,
-            group_commit: false,
+            group_commit: true,
             document_cache_bytes: 64 << 20,
         }
     }
