@@ -32,12 +32,12 @@ struct Entry {
 
 impl Entry {
     fn size(&self) -> usize {
-        cost(&self.location, self.document.as_str()) + self.version.len()
+        cost(&self.location, &self.version, self.document.as_str())
     }
 }
 
-fn cost(location: &str, document: &str) -> usize {
-    location.len() + document.len() + 96
+fn cost(location: &str, version: &str, document: &str) -> usize {
+    location.len() + version.len() + document.len() + 96
 }
 
 #[derive(Default)]
@@ -101,7 +101,7 @@ impl Documents {
         version: &str,
         document: &str,
     ) {
-        let size = cost(location, document) + version.len();
+        let size = cost(location, version, document);
         if size > self.budget / 4 {
             return; // off, or one document would crowd out the rest
         }
@@ -151,13 +151,16 @@ mod tests {
         assert_eq!(known.document(), "{\"v\":2}");
         assert!(docs.get("c", "ns", "u").is_none());
         assert!(docs.get("d", "ns", "t").is_none());
-        assert_eq!(docs.lock().bytes, cost("s3://b/t/m2.json", "{\"v\":2}") + 1);
+        assert_eq!(
+            docs.lock().bytes,
+            cost("s3://b/t/m2.json", "9", "{\"v\":2}")
+        );
     }
 
     #[test]
     fn the_budget_bounds_the_bytes_kept() {
         let document = "x".repeat(1000);
-        let docs = Documents::new(20 * cost("loc-00", &document));
+        let docs = Documents::new(20 * cost("loc-00", "1", &document));
         for i in 0..100 {
             let name = format!("t{i}");
             docs.put(("c", "ns", &name), &format!("loc-{i:02}"), "1", &document);

@@ -29,8 +29,7 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
 use super::{
-    backoff, is_retryable, is_unavailable, lost_prepared_statement, outbox, sql_error,
-    stop_preparing, writes, Failure, MAX_ATTEMPTS,
+    backoff, is_retryable, is_unavailable, outbox, redo_or_failure, writes, Failure, MAX_ATTEMPTS,
 };
 use crate::store::{Applied, StoreError, StoreResult, WriteBatch};
 
@@ -167,12 +166,10 @@ fn group_failure(error: &tokio_postgres::Error) -> impl Fn() -> StoreError + '_ 
 fn answer_failure(job: Job, failure: Failure) {
     match failure {
         Failure::Store(e) => job.fail(e),
-        Failure::Sql(e) if is_retryable(&e) => job.retry(e.to_string()),
-        Failure::Sql(e) if lost_prepared_statement(&e) => {
-            stop_preparing(&e);
-            job.retry(e.to_string())
-        }
-        Failure::Sql(e) => job.fail(sql_error(e)),
+        Failure::Sql(e) => match redo_or_failure(e) {
+            Ok(e) => job.retry(e.to_string()),
+            Err(failure) => job.fail(failure),
+        },
     }
 }
 

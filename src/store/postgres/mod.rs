@@ -171,13 +171,23 @@ fn stop_preparing(error: &tokio_postgres::Error) {
 /// serialization failure, or prepared statements lost to a pooler, after which the redo
 /// sends them unnamed), or a failure.
 pub(super) fn locked_failure(error: tokio_postgres::Error) -> StoreError {
+    match redo_or_failure(error) {
+        Ok(_) => StoreError::Conflict,
+        Err(failure) => failure,
+    }
+}
+
+/// An SQL error worth redoing the work for (`Ok`, the error itself: a deadlock, a
+/// serialization failure, or prepared statements lost to a pooler, after which the redo
+/// sends them unnamed), or the failure it ends with.
+fn redo_or_failure(error: tokio_postgres::Error) -> Result<tokio_postgres::Error, StoreError> {
     if is_retryable(&error) {
-        StoreError::Conflict
+        Ok(error)
     } else if lost_prepared_statement(&error) {
         stop_preparing(&error);
-        StoreError::Conflict
+        Ok(error)
     } else {
-        sql_error(error)
+        Err(sql_error(error))
     }
 }
 
