@@ -333,7 +333,12 @@ async fn list_in_namespace(
                 $2 = '' OR EXISTS (SELECT 1 FROM namespaces WHERE catalog_id = (SELECT id FROM c) AND path = $2),
                 ARRAY({list_sql})"
     );
-    let row = client.query_typed_one(&sql, params).await?;
+    // Prepared like every other statement (`queries.rs`): the text is the same for
+    // every call of one list, and unnamed it was parsed and planned each time.
+    let row = client
+        .query_opt_typed(&sql, params)
+        .await?
+        .ok_or_else(|| StoreError::Internal(anyhow::anyhow!("a list query returned no row")))?;
     if row.get::<_, Option<i64>>(0).is_none() {
         return Err(StoreError::CatalogMissing(catalog.to_string()).into());
     }
