@@ -34,20 +34,25 @@ fn sqlite() -> Backend {
     }
 }
 
-/// PostgreSQL, each write in a transaction of its own.
+/// PostgreSQL, each write in a transaction of its own and each read on a connection of
+/// its own.
 async fn postgres() -> Option<Backend> {
-    postgres_with(false).await
+    postgres_with(false, 0).await
 }
 
-/// PostgreSQL with group commit (`--db-group-commit`): the same contract must hold.
+/// PostgreSQL as `floe serve` runs it: group commit (`--db-group-commit`) and reads
+/// pipelined on shared connections (`--db-read-connections`, at least one even on one
+/// core); the same contract must hold.
 async fn postgres_grouped() -> Option<Backend> {
-    postgres_with(true).await
+    let shared = floe::store::postgres::default_read_connections();
+    postgres_with(true, shared).await
 }
 
-async fn postgres_with(group_commit: bool) -> Option<Backend> {
+async fn postgres_with(group_commit: bool, read_connections: usize) -> Option<Backend> {
     let settings = common::postgres_for_test().await?;
     let settings = floe::store::postgres::PostgresSettings {
         group_commit,
+        read_connections,
         ..settings
     };
     let store = PostgresStore::open(&settings).await.unwrap();
@@ -1585,4 +1590,70 @@ async fn loads_return_the_current_document(store: Arc<dyn Store>) {
         document(store.clone(), t.clone()).await,
         Some((again.metadata_location.clone(), again.metadata.clone()))
     );
+}
+
+// ---------------------------------------------------------------------------------
+// PostgreSQL only
+// ---------------------------------------------------------------------------------
+
+/// The connection that reads share (`--db-read-connections`) is closed under them, as a
+/// database restart or an administrator would: the next reads still answer (one of them
+/// finds the connection closed and reads again on a fresh one), and nothing is lost.
+#[tokio::test]
+async fn postgres_reads_survive_their_shared_connection_closing() {
+    let Some(settings) = common::postgres_for_test().await else {
+        eprintln!("FLOE_TEST_DATABASE_URL not set: PostgreSQL not tested");
+        return;
+    };
+    let app = format!("floe_readers_{}", uuid::Uuid::new_v4().simple());
+    let settings = floe::store::postgres::PostgresSettings {
+        url: format!("{}&application_name={app}", settings.url),
+        read_connections: 1,
+        ..settings
+    };
+    let store: Arc<dyn Store> = Arc::new(PostgresStore::open(&settings).await.unwrap());
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, &format!("{WAREHOUSE}t/"));
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    assert_eq!(
+        pointer(&store, "c", &t).await,
+        Some(first.metadata_location.clone())
+    );
+
+    let (admin, connection) = tokio_postgres::connect(
+        &std::env::var("FLOE_TEST_DATABASE_URL").unwrap(),
+        tokio_postgres::NoTls,
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    for round in 0..3 {
+        let killed = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                &[&app],
+            )
+            .await
+            .unwrap();
+        assert!(
+            !killed.is_empty(),
+            "round {round}: the store's connections were found"
+        );
+        // Concurrent reads, as a loaded node sends them, all land on the closed connection.
+        let reads = (0..8).map(|_| pointer(&store, "c", &t));
+        for read in futures_util::future::join_all(reads).await {
+            assert_eq!(read, Some(first.metadata_location.clone()), "round {round}");
+        }
+    }
+    let names = store
+        .list_objects(
+            "c",
+            &ns(&["db"]),
+            ObjectKind::Table,
+            &PageRequest::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(names.items, vec!["t".to_string()]);
 }

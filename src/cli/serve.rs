@@ -13,7 +13,7 @@ use crate::auth::oidc::{JwksSource, OidcSettings};
 use crate::events::relay::RelaySettings;
 use crate::http::auth::{AuthMode, AuthSettings};
 use crate::server::{self, EventSettings, ServerConfig};
-use crate::store::postgres::PostgresSettings;
+use crate::store::postgres::{default_read_connections, PostgresSettings};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -72,6 +72,11 @@ pub struct ServeArgs {
     /// commit), instead of queuing one by one on the change-event counter's row lock.
     #[arg(long, env = "FLOE_DB_GROUP_COMMIT", default_value_t = true, action = clap::ArgAction::Set)]
     pub db_group_commit: bool,
+    /// Pooled connections that this node's single-statement reads share, pipelined
+    /// (default: one per two CPU cores, at least 1; 0: a connection per read). Not shared
+    /// behind a pooler in transaction mode (`--db-prepared-statements false`).
+    #[arg(long, env = "FLOE_DB_READ_CONNECTIONS")]
+    pub db_read_connections: Option<usize>,
     /// Seconds a client may retry a mutation with one `Idempotency-Key` (advertised in
     /// /v1/config as idempotency-key-lifetime; outcomes are kept 5 minutes longer).
     #[arg(long, env = "FLOE_IDEMPOTENCY_KEY_LIFETIME", default_value_t = 1800)]
@@ -270,6 +275,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             prepared_statements: args.db_prepared_statements,
             group_commit: args.db_group_commit,
             document_cache_bytes: args.metadata_cache_mib << 20,
+            read_connections: args
+                .db_read_connections
+                .unwrap_or_else(default_read_connections),
         }),
         idempotency_lifetime: std::time::Duration::from_secs(args.idempotency_key_lifetime),
         auth: AuthSettings {

@@ -22,6 +22,8 @@
 //!
 //! - `mod.rs`: the pool, error classification and retries, reads, the `Store` impl.
 //! - `queries.rs`: how statements are sent (prepared and cached, or unnamed).
+//! - `readers.rs`: the connections single-statement reads share, so their statements
+//!   are pipelined.
 //! - `schema.rs`: migrations.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`, and
 //!   the row locks of a commit that lost a race.
@@ -36,10 +38,12 @@ mod dropped;
 mod group;
 mod outbox;
 mod queries;
+mod readers;
 mod schema;
 mod writes;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::store::{check_schema, stored_kind, SecurityDocument};
@@ -83,6 +87,9 @@ pub struct PostgresSettings {
     pub group_commit: bool,
     /// Bytes of loaded metadata documents kept in memory (`documents.rs`); 0: none.
     pub document_cache_bytes: usize,
+    /// Pooled connections that single-statement reads share (`readers.rs`); 0: each
+    /// read takes a connection of its own.
+    pub read_connections: usize,
 }
 
 impl PostgresSettings {
@@ -94,8 +101,23 @@ impl PostgresSettings {
             prepared_statements: true,
             group_commit: true,
             document_cache_bytes: 64 << 20,
+            read_connections: default_read_connections(),
         }
     }
+
+    /// The shared read connections actually kept: at least one pooled connection stays
+    /// for writes.
+    fn shared_readers(&self) -> usize {
+        self.read_connections.min(self.pool_size.saturating_sub(1))
+    }
+}
+
+/// One shared read connection per two CPU cores of this machine, at least one: a
+/// backend kept busy by pipelined reads uses about a core of the database's CPU, while
+/// serving a read costs Floe about as much CPU as the database spends on it (measured:
+/// BENCHMARKS.md). More connections than that only spread the same reads thinner.
+pub fn default_read_connections() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
 pub struct PostgresStore {
@@ -104,6 +126,7 @@ pub struct PostgresStore {
     /// The group committer, started by the first write (inside the runtime).
     groups: std::sync::OnceLock<group::Groups>,
     documents: documents::Documents,
+    readers: readers::Readers,
 }
 
 /// Why one attempt of a store operation failed: a store-level answer, or an SQL error
@@ -248,6 +271,7 @@ impl PostgresStore {
             group_commit: settings.group_commit,
             groups: std::sync::OnceLock::new(),
             documents: documents::Documents::new(settings.document_cache_bytes),
+            readers: readers::Readers::new(settings.shared_readers()),
         })
     }
 
@@ -285,10 +309,7 @@ impl PostgresStore {
     }
 
     async fn client(&self) -> StoreResult<Object> {
-        self.pool
-            .get()
-            .await
-            .map_err(|e| StoreError::Unavailable(format!("database connection: {e}")))
+        readers::pooled(&self.pool).await
     }
 
     /// Runs `attempt` on a pooled connection, retrying serialization failures and
@@ -298,8 +319,37 @@ impl PostgresStore {
         F: Fn(Object) -> Fut,
         Fut: Future<Output = Attempt<T>>,
     {
+        self.retried(|| self.client(), attempt, false).await
+    }
+
+    /// `run` for a read of one statement, on a connection other reads share
+    /// (`readers.rs`). A read whose connection failed (closed, or its backend terminated
+    /// by a restart) is sent once more on a fresh one: unlike a write's, sending it
+    /// again cannot apply anything twice, and a database that is really down then
+    /// fails the fresh connection promptly (503).
+    async fn read<T, F, Fut>(&self, attempt: F) -> StoreResult<T>
+    where
+        F: Fn(Arc<Object>) -> Fut,
+        Fut: Future<Output = Attempt<T>>,
+    {
+        self.retried(|| self.readers.get(&self.pool), attempt, true)
+            .await
+    }
+
+    async fn retried<C, T, G, GFut, F, Fut>(
+        &self,
+        connection: G,
+        attempt: F,
+        read_only: bool,
+    ) -> StoreResult<T>
+    where
+        G: Fn() -> GFut,
+        GFut: Future<Output = StoreResult<C>>,
+        F: Fn(C) -> Fut,
+        Fut: Future<Output = Attempt<T>>,
+    {
         for n in 1..=MAX_ATTEMPTS {
-            let client = self.client().await?;
+            let client = connection().await?;
             match attempt(client).await {
                 Ok(value) => return Ok(value),
                 Err(Failure::Store(e)) => return Err(e),
@@ -309,6 +359,9 @@ impl PostgresStore {
                 }
                 Err(Failure::Sql(e)) if lost_prepared_statement(&e) && n < MAX_ATTEMPTS => {
                     stop_preparing(&e);
+                }
+                Err(Failure::Sql(e)) if read_only && n == 1 && is_unavailable(&e) => {
+                    tracing::info!(error = %e, "a read's connection closed; reading again on a fresh one");
                 }
                 Err(Failure::Sql(e)) => return Err(sql_error(e)),
             }
@@ -502,7 +555,7 @@ impl Store for PostgresStore {
 
     async fn get_catalog(&self, name: &str) -> StoreResult<Option<CatalogRecord>> {
         let row = self
-            .run(|client| async move {
+            .read(|client| async move {
                 Ok(client
                     .query_opt_typed(
                         &format!("SELECT {CATALOG_COLUMNS} FROM catalogs WHERE name = $1"),
@@ -516,7 +569,7 @@ impl Store for PostgresStore {
 
     async fn list_catalogs(&self) -> StoreResult<Vec<CatalogRecord>> {
         let rows = self
-            .run(|client| async move {
+            .read(|client| async move {
                 Ok(client
                     .query_all_typed(
                         &format!("SELECT {CATALOG_COLUMNS} FROM catalogs ORDER BY name"),
@@ -536,7 +589,7 @@ impl Store for PostgresStore {
         let key = namespace.key();
         // One round trip: no row means no catalog, a NULL means no namespace.
         let row = self
-            .run(|client| {
+            .read(|client| {
                 let key = &key;
                 async move {
                     Ok(client
@@ -562,7 +615,7 @@ impl Store for PostgresStore {
     ) -> StoreResult<Page<Namespace>> {
         let (parent_key, after) = (parent.key(), page.after.clone().unwrap_or_default());
         let paths = self
-            .run(|client| {
+            .read(|client| {
                 let (parent_key, after) = (&parent_key, &after);
                 async move {
                     list_in_namespace(
@@ -595,7 +648,7 @@ impl Store for PostgresStore {
             .as_ref()
             .map_or(("", ""), |k| (k.location.as_str(), k.version.as_str()));
         let row = self
-            .run(|client| {
+            .read(|client| {
                 let ns = &ns;
                 async move {
                     Ok(client
@@ -649,7 +702,7 @@ impl Store for PostgresStore {
     ) -> StoreResult<Page<String>> {
         let (ns, after) = (namespace.key(), page.after.clone().unwrap_or_default());
         let items = self
-            .run(|client| {
+            .read(|client| {
                 let (ns, after) = (&ns, &after);
                 async move {
                     list_in_namespace(
@@ -679,7 +732,7 @@ impl Store for PostgresStore {
         now_ms: i64,
     ) -> StoreResult<Option<IdempotencyRecord>> {
         let row = self
-            .run(|client| async move {
+            .read(|client| async move {
                 Ok(client
                     .query_opt_typed(
                         "SELECT key, fingerprint, outcome, expires_ms FROM idempotency_keys
@@ -773,7 +826,7 @@ impl Store for PostgresStore {
 
     async fn security(&self) -> StoreResult<SecurityDocument> {
         let row = self
-            .run(|client| async move {
+            .read(|client| async move {
                 Ok(client
                     .query_opt_typed("SELECT version, document FROM security WHERE id = 1", &[])
                     .await?)
@@ -793,7 +846,7 @@ impl Store for PostgresStore {
 
     async fn security_version(&self) -> StoreResult<i64> {
         let row = self
-            .run(|client| async move {
+            .read(|client| async move {
                 Ok(client
                     .query_opt_typed("SELECT version FROM security WHERE id = 1", &[])
                     .await?)

@@ -42,7 +42,7 @@ pub(crate) trait Queries {
 /// database, and every store it opens takes the setting of the last one connected.
 static PREPARED: AtomicBool = AtomicBool::new(true);
 
-fn prepared() -> bool {
+pub(super) fn prepared() -> bool {
     PREPARED.load(Ordering::Relaxed)
 }
 
