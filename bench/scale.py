@@ -4,15 +4,18 @@ with the server's memory and database size at each scale (issue #12, "Scale").
 
     python3 bench/scale.py [--scales 1000,10000,100000,1000000] [--seconds 20]
                            [--users 50] [--tables-per-namespace 1000] [--runs 1]
+                           [--database-url postgres://SUPERUSER@HOST:PORT/DB]
 
-Each run starts a fresh `floe serve` on the embedded store with its defaults (token
+Each run starts a fresh `floe serve` on the embedded store (or, with --database-url, on a
+fresh PostgreSQL database created there for the run and dropped after it) with its defaults (token
 authentication on, metadata cache 64 MiB, request log at `warn`) and one
 `floe bench ycsb --preset read-only,scan --scale ...` against it: the load phase grows the
 catalog to each scale in turn (createTable, namespaces of --tables-per-namespace tables),
 then at that scale `read-only` loads tables for --seconds (Zipfian keys over all of them)
 and `scan` lists one namespace page by page. On each progress line of a scale's read
 phases this script reads the server's RSS and peak RSS (/proc) and the database's size;
-the last reading stands for the scale. Prints one Markdown table per run, then the medians when --runs > 1.
+the last reading stands for the scale (on PostgreSQL the database's size is
+pg_database_size, and RSS is Floe's alone, not PostgreSQL's). Prints one Markdown table per run, then the medians when --runs > 1.
 
 Needs target/release/floe (cargo build --release) or FLOE_BIN.
 """
@@ -50,17 +53,34 @@ def memory_mib(pid):
     return fields["VmRSS"], fields["VmHWM"]
 
 
-def database_mib(data_dir):
+def database_mib(data_dir, database_url=None):
+    if database_url:
+        size = psql(database_url, "SELECT pg_database_size(current_database())")
+        return int(size) / 2**20
     return sum(p.stat().st_size for p in Path(data_dir).glob("catalog.db*")) / 2**20
+
+
+def psql(url, sql):
+    return subprocess.run(["psql", "-qAt", url, "-c", sql], check=True, text=True,
+                          capture_output=True).stdout.strip()
+
+
+def fresh_database(admin_url):
+    """A new database next to admin_url's, for one run; returns its URL."""
+    name = f"floe_scale_{os.getpid()}_{int(time.time())}"
+    psql(admin_url, f"CREATE DATABASE {name}")
+    return admin_url.rsplit("/", 1)[0] + "/" + name
 
 
 def run_once(args, work):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     data = Path(work) / "data"
+    database = fresh_database(args.database_url) if args.database_url else None
     server = subprocess.Popen(
         [str(FLOE), "serve", "--data-dir", str(data), "--bind", f"127.0.0.1:{port}",
-         "--bootstrap-credentials", f"{CLIENT_ID},{CLIENT_SECRET}", "--log", "warn"],
+         "--bootstrap-credentials", f"{CLIENT_ID},{CLIENT_SECRET}", "--log", "warn"]
+        + (["--database-url", database] if database else []),
         stdout=subprocess.DEVNULL, stderr=open(Path(work) / "floe.log", "w"))
     try:
         deadline = time.time() + 60
@@ -90,13 +110,15 @@ def run_once(args, work):
             # scan phase) stands for the scale.
             m = re.match(r"\[(?:read-only|scan) at (\d+)\]", line)
             if m:
-                memory[m.group(1)] = (*memory_mib(server.pid), database_mib(data))
+                memory[m.group(1)] = (*memory_mib(server.pid), database_mib(data, database))
         if bench.wait() != 0:
             sys.exit(f"floe bench failed (exit {bench.returncode})")
         report = json.loads((Path(work) / "scale.json").read_text())
     finally:
         server.terminate()
         server.wait(timeout=30)
+        if database:
+            psql(args.database_url, f"DROP DATABASE IF EXISTS {database.rsplit('/', 1)[1]}")
     rows = {}
     for scale in scales:
         by = {(r["phase"], r["request"]): r for r in report["rows"]}
@@ -136,9 +158,11 @@ def main():
     parser.add_argument("--users", type=int, default=50)
     parser.add_argument("--tables-per-namespace", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--database-url", help="a PostgreSQL superuser URL: run on PostgreSQL")
     args = parser.parse_args()
     print(f"floe: {FLOE}; {os.cpu_count()} CPUs; {args.users} users, {args.seconds} s per phase, "
-          f"{args.tables_per_namespace} tables per namespace")
+          f"{args.tables_per_namespace} tables per namespace; "
+          + ("PostgreSQL" if args.database_url else "embedded store"))
     runs = []
     for n in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="floe-scale.") as work:
