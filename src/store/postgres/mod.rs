@@ -324,9 +324,11 @@ impl PostgresStore {
 
     /// `run` for a read of one statement, on a connection other reads share
     /// (`readers.rs`). A read whose connection failed (closed, or its backend terminated
-    /// by a restart) is sent once more on a fresh one: unlike a write's, sending it
-    /// again cannot apply anything twice, and a database that is really down then
-    /// fails the fresh connection promptly (503).
+    /// by a restart) is sent again on another: unlike a write's, sending it again cannot
+    /// apply anything twice. After a restart the pool may still hand out a connection or
+    /// two whose end it has not noticed yet, so this goes on (within the attempts'
+    /// bound) until one works; a database that is really down fails the connect
+    /// promptly (503).
     async fn read<T, F, Fut>(&self, attempt: F) -> StoreResult<T>
     where
         F: Fn(Arc<Object>) -> Fut,
@@ -360,8 +362,8 @@ impl PostgresStore {
                 Err(Failure::Sql(e)) if lost_prepared_statement(&e) && n < MAX_ATTEMPTS => {
                     stop_preparing(&e);
                 }
-                Err(Failure::Sql(e)) if read_only && n == 1 && is_unavailable(&e) => {
-                    tracing::info!(error = %e, "a read's connection closed; reading again on a fresh one");
+                Err(Failure::Sql(e)) if read_only && is_unavailable(&e) && n < MAX_ATTEMPTS => {
+                    tracing::info!(attempt = n, error = %e, "a read's connection failed; reading again on another");
                 }
                 Err(Failure::Sql(e)) => return Err(sql_error(e)),
             }
