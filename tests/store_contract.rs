@@ -217,6 +217,20 @@ async fn pointer(store: &Arc<dyn Store>, catalog: &str, ident: &Ident) -> Option
         .map(|o| o.metadata_location)
 }
 
+/// The names of the tables in a namespace (first page).
+async fn tables_in(store: &Arc<dyn Store>, catalog: &str, namespace: &[&str]) -> Vec<String> {
+    store
+        .list_objects(
+            catalog,
+            &ns(namespace),
+            ObjectKind::Table,
+            &PageRequest::default(),
+        )
+        .await
+        .unwrap()
+        .items
+}
+
 // ---------------------------------------------------------------------------------
 // Cases
 // ---------------------------------------------------------------------------------
@@ -1403,16 +1417,7 @@ async fn concurrent_writes_fail_alone(store: Arc<dyn Store>) {
     assert_eq!((updates, creates), (1, 1 + created));
     let positions: Vec<i64> = events.iter().map(|e| e.position).collect();
     assert_eq!(positions, (1..=events.len() as i64).collect::<Vec<_>>());
-    let listed = store
-        .list_objects(
-            "c",
-            &ns(&["db"]),
-            ObjectKind::Table,
-            &PageRequest::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(listed.items.len(), 1 + created);
+    assert_eq!(tables_in(&store, "c", &["db"]).await.len(), 1 + created);
 }
 
 /// Linearizable loads under concurrent writes (what the embedded store's cache must keep):
@@ -1646,14 +1651,5 @@ async fn postgres_reads_survive_their_shared_connection_closing() {
             assert_eq!(read, Some(first.metadata_location.clone()), "round {round}");
         }
     }
-    let names = store
-        .list_objects(
-            "c",
-            &ns(&["db"]),
-            ObjectKind::Table,
-            &PageRequest::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(names.items, vec!["t".to_string()]);
+    assert_eq!(tables_in(&store, "c", &["db"]).await, vec!["t".to_string()]);
 }
