@@ -458,8 +458,10 @@ async fn overlapping_object(
     .await?;
     let ns = ident.namespace.key();
     let upper = location_upper_bound(location);
+    // Planned per call (`query_all_replanned`): only the values tell whether the index
+    // or a scan finds the first overlap soonest.
     let row = q
-        .query_all_typed(
+        .query_all_replanned(
             "SELECT namespace, name FROM objects
              WHERE (location = ANY($1) OR (location >= $2 AND location < $3))
                AND NOT (catalog_id = $4 AND namespace = $5 AND name = $6)
