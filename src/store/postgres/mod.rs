@@ -309,7 +309,7 @@ impl PostgresStore {
     }
 
     async fn client(&self) -> StoreResult<Object> {
-        readers::pooled(&self.pool).await
+        pooled(&self.pool).await
     }
 
     /// Runs `attempt` on a pooled connection, retrying serialization failures and
@@ -338,6 +338,9 @@ impl PostgresStore {
             .await
     }
 
+    /// The loop of `run` and `read`: a connection from `connection` for each attempt;
+    /// conflicts are retried with backoff, lost prepared statements at once, and a failed
+    /// connection only for a read (`read_only`).
     async fn retried<C, T, G, GFut, F, Fut>(
         &self,
         connection: G,
@@ -370,6 +373,13 @@ impl PostgresStore {
         }
         unreachable!("the loop returns on its last attempt")
     }
+}
+
+/// A connection of `pool`'s own, or 503 when none can be had in time.
+async fn pooled(pool: &Pool) -> StoreResult<Object> {
+    pool.get()
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("database connection: {e}")))
 }
 
 /// Runs a list query over the children of `namespace` in one round trip, telling a

@@ -22,7 +22,8 @@ use std::sync::{Arc, Mutex};
 
 use deadpool_postgres::{Object, Pool};
 
-use crate::store::{StoreError, StoreResult};
+use super::pooled;
+use crate::store::StoreResult;
 
 pub(super) struct Readers {
     slots: Vec<Mutex<Option<Arc<Object>>>>,
@@ -62,10 +63,4 @@ impl Readers {
 
 fn live(slot: &Option<Arc<Object>>) -> Option<Arc<Object>> {
     slot.as_ref().filter(|c| !c.is_closed()).cloned()
-}
-
-pub(super) async fn pooled(pool: &Pool) -> StoreResult<Object> {
-    pool.get()
-        .await
-        .map_err(|e| StoreError::Unavailable(format!("database connection: {e}")))
 }
