@@ -23,12 +23,22 @@
 //! missing that way is still found on the next cache-cold check. Watches are bounded
 //! (`MAX_DIRS`, oldest dropped first) and so are the names remembered per directory (the
 //! current metadata file is the one loads ask about); past either bound, checks `stat`.
+//!
+//! Admission: a directory is watched only when it is asked about a second time within a
+//! window (`Doorkeeper`); the first time, the check is a plain `stat` under no lock. When
+//! loads spread over far more tables than `MAX_DIRS` (10⁵ tables, Zipfian keys), watching
+//! every directory asked about once made each miss add one watch and drop another under
+//! the exclusive lock: costlier than the `stat` it saves, and it evicted the hot
+//! directories. (Dropping the oldest watch also scanned the whole order list: 20% of the
+//! server's CPU; now it is O(1), see `State::order`.)
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
+use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
@@ -37,12 +47,54 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 const MAX_DIRS: usize = 4096;
 /// Names remembered per directory: the newest files checked there.
 const NAMES_PER_DIR: usize = 4;
+/// Bits of the doorkeeper (a directory sets one; a second ask finding it set admits).
+const DOORKEEPER_BITS: usize = 16 * MAX_DIRS;
 
 /// Files known to exist, kept exact by inotify (see the module doc).
 pub struct KnownFiles {
     /// The inotify descriptor (owned by `state`, which lives as long as this).
     fd: RawFd,
     state: RwLock<State>,
+    doorkeeper: Doorkeeper,
+}
+
+/// Which directories were asked about once lately: a one-hash Bloom filter, cleared after
+/// `DOORKEEPER_BITS / 4` first asks, so it stays sparse and forgets old asks. Lock-free;
+/// a race (a lost bit, a clear during a check) only makes one check `stat` or watch where
+/// it need not, both of which answer exactly.
+struct Doorkeeper {
+    hasher: RandomState,
+    bits: Box<[AtomicU64]>,
+    first_asks: AtomicUsize,
+}
+
+impl Doorkeeper {
+    fn new() -> Self {
+        Doorkeeper {
+            hasher: RandomState::new(),
+            bits: (0..DOORKEEPER_BITS / 64)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            first_asks: AtomicUsize::new(0),
+        }
+    }
+
+    /// Whether `dir` was asked about before (since the last clear); records this ask.
+    fn seen_again(&self, dir: &Path) -> bool {
+        let hash = self.hasher.hash_one(dir) as usize % DOORKEEPER_BITS;
+        let (word, bit) = (&self.bits[hash / 64], 1u64 << (hash % 64));
+        if word.load(Ordering::Relaxed) & bit != 0 {
+            return true;
+        }
+        word.fetch_or(bit, Ordering::Relaxed);
+        if self.first_asks.fetch_add(1, Ordering::Relaxed) + 1 >= DOORKEEPER_BITS / 4 {
+            self.first_asks.store(0, Ordering::Relaxed);
+            for word in self.bits.iter() {
+                word.store(0, Ordering::Relaxed);
+            }
+        }
+        false
+    }
 }
 
 struct State {
@@ -52,12 +104,20 @@ struct State {
     dirs: HashMap<WatchDescriptor, Dir>,
     /// A directory's path to its watch (several paths may share one).
     by_path: HashMap<PathBuf, WatchDescriptor>,
-    /// Watches in the order they were added: the oldest goes first past `MAX_DIRS`.
-    order: VecDeque<WatchDescriptor>,
+    /// Watches in the order they were added, each with its `Dir::added` stamp: the oldest
+    /// goes first past `MAX_DIRS`. Entries of watches already gone stay until they reach
+    /// the front (a stamp that no longer matches skips them) or the list is compacted,
+    /// so forgetting a watch never scans the list.
+    order: VecDeque<(WatchDescriptor, u64)>,
+    /// The next `Dir::added` stamp.
+    stamp: u64,
+    /// Most watches held (`MAX_DIRS`; smaller in tests).
+    max_dirs: usize,
 }
 
-#[derive(Default)]
 struct Dir {
+    /// When the watch was added (unique; ties `order`'s entries to this watch).
+    added: u64,
     paths: Vec<PathBuf>,
     /// Names seen to exist since the watch began, newest last.
     names: VecDeque<OsString>,
@@ -67,6 +127,10 @@ impl KnownFiles {
     /// `None` where inotify cannot be had (e.g. the per-user instance limit): the caller
     /// then simply `stat`s.
     pub fn new() -> Option<Self> {
+        Self::with_max_dirs(MAX_DIRS)
+    }
+
+    fn with_max_dirs(max_dirs: usize) -> Option<Self> {
         match Inotify::init() {
             Ok(inotify) => Some(KnownFiles {
                 fd: inotify.as_raw_fd(),
@@ -76,7 +140,10 @@ impl KnownFiles {
                     dirs: HashMap::new(),
                     by_path: HashMap::new(),
                     order: VecDeque::new(),
+                    stamp: 0,
+                    max_dirs,
                 }),
+                doorkeeper: Doorkeeper::new(),
             }),
             Err(e) => {
                 tracing::warn!(error = %e, "inotify is unavailable: every table load will stat its metadata file");
@@ -90,11 +157,18 @@ impl KnownFiles {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return path.exists();
         };
-        if self.nothing_queued() {
+        let nothing_queued = self.nothing_queued();
+        let watched = {
             let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-            if state.knows(dir, name) {
+            if nothing_queued && state.knows(dir, name) {
                 return true;
             }
+            state.by_path.contains_key(dir)
+        };
+        // Not watched and asked about for the first time lately: a `stat` answers exactly,
+        // with no lock held and no watch spent.
+        if !watched && !self.doorkeeper.seen_again(dir) {
+            return path.exists();
         }
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         state.drain();
@@ -189,11 +263,19 @@ impl State {
         if let Some(wd) = self.by_path.get(dir) {
             return Some(wd.clone());
         }
-        if self.dirs.len() >= MAX_DIRS {
-            if let Some(oldest) = self.order.pop_front() {
-                let _ = self.inotify.watches().remove(oldest.clone());
-                self.unwatch(&oldest);
+        if self.dirs.len() >= self.max_dirs {
+            while let Some((oldest, added)) = self.order.pop_front() {
+                if self.dirs.get(&oldest).is_some_and(|d| d.added == added) {
+                    let _ = self.inotify.watches().remove(oldest.clone());
+                    self.unwatch(&oldest);
+                    break;
+                }
             }
+        }
+        if self.order.len() >= 2 * self.max_dirs {
+            let dirs = &self.dirs;
+            self.order
+                .retain(|(wd, added)| dirs.get(wd).is_some_and(|d| d.added == *added));
         }
         let mask = WatchMask::DELETE
             | WatchMask::MOVED_FROM
@@ -202,8 +284,13 @@ impl State {
             | WatchMask::ONLYDIR;
         let wd = self.inotify.watches().add(dir, mask).ok()?;
         let entry = self.dirs.entry(wd.clone()).or_insert_with(|| {
-            self.order.push_back(wd.clone());
-            Dir::default()
+            self.stamp += 1;
+            self.order.push_back((wd.clone(), self.stamp));
+            Dir {
+                added: self.stamp,
+                paths: Vec::new(),
+                names: VecDeque::new(),
+            }
         });
         entry.paths.push(dir.to_path_buf());
         self.by_path.insert(dir.to_path_buf(), wd.clone());
@@ -216,7 +303,6 @@ impl State {
             for path in dir.paths {
                 self.by_path.remove(&path);
             }
-            self.order.retain(|w| w != wd);
         }
     }
 }
@@ -291,6 +377,73 @@ mod tests {
         let state = known.state.read().unwrap();
         assert!(state.dirs.values().all(|d| d.names.len() <= NAMES_PER_DIR));
         drop(state);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_directory_is_watched_once_asked_about_again() {
+        let root = dir();
+        let known = KnownFiles::new().unwrap();
+        let file = root.join("metadata/00001.json");
+        std::fs::write(&file, b"{}").unwrap();
+        assert!(known.exists(&file));
+        assert!(
+            known.state.read().unwrap().dirs.is_empty(),
+            "a first ask only stats"
+        );
+        assert!(known.exists(&file));
+        assert_eq!(
+            known.state.read().unwrap().dirs.len(),
+            1,
+            "a second ask watches"
+        );
+        std::fs::remove_file(&file).unwrap();
+        assert!(!known.exists(&file));
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn watches_stay_bounded_oldest_first_and_checks_stay_exact() {
+        const MAX: usize = 8;
+        let root = dir();
+        let known = KnownFiles::with_max_dirs(MAX).unwrap();
+        let files: Vec<PathBuf> = (0..3 * MAX)
+            .map(|i| {
+                let dir = root.join(format!("t{i}/metadata"));
+                std::fs::create_dir_all(&dir).unwrap();
+                let file = dir.join("00001.json");
+                std::fs::write(&file, b"{}").unwrap();
+                file
+            })
+            .collect();
+        let watched = |f: &PathBuf| {
+            let state = known.state.read().unwrap();
+            state.by_path.contains_key(f.parent().unwrap())
+        };
+        for round in 0..3 {
+            for (i, f) in files.iter().enumerate() {
+                assert!(known.exists(f) && known.exists(f));
+                // Every other directory goes away behind the watch's back: its entry in
+                // the order list is left behind, to be skipped or compacted.
+                if round == 1 && i % 2 == 0 {
+                    std::fs::remove_dir_all(f.parent().unwrap()).unwrap();
+                    assert!(!known.exists(f));
+                    std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+                    std::fs::write(f, b"{}").unwrap();
+                }
+                let state = known.state.read().unwrap();
+                assert!(state.dirs.len() <= MAX && state.by_path.len() <= MAX);
+                assert!(state.order.len() <= 2 * MAX);
+            }
+        }
+        assert!(
+            watched(files.last().unwrap()) && !watched(&files[0]),
+            "oldest dropped"
+        );
+        for f in &files {
+            std::fs::remove_file(f).unwrap();
+            assert!(!known.exists(f), "exact whether watched or not: {f:?}");
+        }
         std::fs::remove_dir_all(&root).unwrap();
     }
 
