@@ -199,6 +199,10 @@ fn open_connection(path: &Path) -> anyhow::Result<Connection> {
          PRAGMA foreign_keys = ON;
          PRAGMA busy_timeout = 10000;",
     )?;
+    // Plans must not depend on bound values. Otherwise SQLite marks a statement whose
+    // LIMIT is a parameter (the list queries) to be prepared again on every call, and
+    // the profile of a mixed load showed lists re-parsed each time.
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     Ok(conn)
 }
 
@@ -668,7 +672,8 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use super::SqliteStore;
+    use super::{open_connection, SqliteStore};
+    use rusqlite::params;
 
     #[tokio::test]
     async fn stores_on_one_database_in_one_process_share_its_cache() {
@@ -726,5 +731,26 @@ mod tests {
         b.write(WriteBatch::new(commit, 0)).await.unwrap();
         let loaded = a.load_object("c", &t).await.unwrap().unwrap();
         assert_eq!(loaded.metadata_location, location(1));
+    }
+
+    #[test]
+    fn a_statement_with_a_bound_limit_is_prepared_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_connection(&dir.path().join("q.db")).unwrap();
+        conn.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY); INSERT INTO t VALUES ('a'), ('b');")
+            .unwrap();
+        for limit in 1..4 {
+            let mut stmt = conn
+                .prepare_cached("SELECT k FROM t WHERE k > ?1 ORDER BY k LIMIT ?2")
+                .unwrap();
+            let rows: Vec<String> = stmt
+                .query_map(params!["", limit], |r| r.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(rows.len(), limit.min(2) as usize);
+            let reprepared = stmt.get_status(rusqlite::StatementStatus::RePrepare);
+            assert_eq!(reprepared, 0, "prepared again after binding limit {limit}");
+        }
     }
 }
