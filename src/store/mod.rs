@@ -378,10 +378,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// The only way to change the store: one batch, one transaction.
     async fn write(&self, batch: WriteBatch) -> StoreResult<Applied>;
-    /// Where a store is its database's only writer (the embedded store): fixes `batch`'s
-    /// place in the commit order now (every batch enqueued later applies after it) and
+    /// Where a store can order this node's writes (the embedded store, the database's
+    /// only writer; PostgreSQL with group commit): fixes `batch`'s place in the commit
+    /// order now (every batch enqueued later for the same objects applies after it) and
     /// returns the wait for its outcome, as [`Store::write`] would give it. Elsewhere the
-    /// batch comes back, to be written with `write`.
+    /// batch comes back, to be written with `write`. Other nodes' writes are not ordered
+    /// with it: the compare-and-swap still decides between them.
     fn enqueue(&self, batch: WriteBatch) -> Result<WriteTicket, Box<WriteBatch>> {
         Err(Box::new(batch))
     }

@@ -46,7 +46,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::{check_schema, stored_kind, SecurityDocument};
+use crate::store::{check_schema, stored_kind, SecurityDocument, WriteTicket};
 use anyhow::Context;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -458,6 +458,12 @@ fn stored_object(
 }
 
 impl PostgresStore {
+    /// This node's group committer, started on first use (inside the Tokio runtime).
+    fn groups(&self) -> &group::Groups {
+        self.groups
+            .get_or_init(|| group::Groups::start(self.pool.clone()))
+    }
+
     /// Opens a transaction on a connection of its own and locks the objects' rows (in one
     /// global order, so overlapping multi-table commits queue instead of deadlocking).
     async fn lock_rows(
@@ -540,10 +546,7 @@ impl Store for PostgresStore {
 
     async fn write(&self, batch: WriteBatch) -> StoreResult<Applied> {
         if self.group_commit {
-            let groups = self
-                .groups
-                .get_or_init(|| group::Groups::start(self.pool.clone()));
-            return groups.write(batch).await;
+            return self.groups().write(batch).await;
         }
         self.run(|mut client| {
             let batch = &batch;
@@ -555,6 +558,16 @@ impl Store for PostgresStore {
             }
         })
         .await
+    }
+
+    /// With group commit, a batch takes its place in this node's queue at once, so the
+    /// next commit to the same table can prepare on top of it (`catalog/locks.rs`); the
+    /// queue's order is not strictly the database's (see `group::Groups::enqueue`).
+    fn enqueue(&self, batch: WriteBatch) -> Result<WriteTicket, Box<WriteBatch>> {
+        if self.group_commit {
+            return Ok(self.groups().enqueue(batch));
+        }
+        Err(Box::new(batch))
     }
 
     async fn lock_objects(

@@ -202,7 +202,10 @@ fn open_connection(path: &Path) -> anyhow::Result<Connection> {
     // Plans must not depend on bound values. Otherwise SQLite marks a statement whose
     // LIMIT is a parameter (the list queries) to be prepared again on every call, and
     // the profile of a mixed load showed lists re-parsed each time.
-    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     Ok(conn)
 }
 
@@ -737,8 +740,10 @@ mod tests {
     fn a_statement_with_a_bound_limit_is_prepared_once() {
         let dir = tempfile::tempdir().unwrap();
         let conn = open_connection(&dir.path().join("q.db")).unwrap();
-        conn.execute_batch("CREATE TABLE t (k TEXT PRIMARY KEY); INSERT INTO t VALUES ('a'), ('b');")
-            .unwrap();
+        conn.execute_batch(
+            "CREATE TABLE t (k TEXT PRIMARY KEY); INSERT INTO t VALUES ('a'), ('b');",
+        )
+        .unwrap();
         for limit in 1..4 {
             let mut stmt = conn
                 .prepare_cached("SELECT k FROM t WHERE k > ?1 ORDER BY k LIMIT ?2")
