@@ -8,8 +8,8 @@
 # (default 100000; namespaces of TABLES_PER_NAMESPACE, default 1000; 50 users, Zipfian
 # keys over all the tables, run phase of DURATION, default 30s, at least 25s). From the
 # run phase's first progress line (~10 s in) it reads the server's CPU time for 10 s
-# (and, with PERF=1, records `perf` call graphs to PERF_OUT, default perf.data). Prints the server's cores busy and the run phase's
-# loadTable req/s, p50 and p99 (ms). The quick probe behind BENCHMARKS.md's fix of the
+# (and, with PERF=1, records `perf` call graphs to PERF_OUT, default perf.data). Prints
+# the server's cores busy and the run phase's loadTable req/s, p50 and p99 (ms). The quick probe behind BENCHMARKS.md's fix of the
 # existence check's watches; bench/scale.py is the full benchmark.
 set -euo pipefail
 BIN=${1:-target/release/floe}

@@ -10,9 +10,9 @@
 //! once: the embedded store, the database's only writer, and PostgreSQL with group commit,
 //! whose committer keeps a node's writes to one table in queue order). A commit holds its
 //! lock while it reads, checks its requirements, writes its metadata file and puts its
-//! batch in the store's queue, and then lets go: the next commit to the same table prepares on top of
-//! the one still being made durable (its *tip*), instead of waiting a whole fsync of the
-//! store for it. Both still land in commit order, each with its own compare-and-swap, so:
+//! batch in the store's queue, and then lets go: the next commit to the same table
+//! prepares on top of the one still being made durable (its *tip*), instead of waiting a
+//! whole fsync of the store for it. Both still land in commit order, each with its own compare-and-swap, so:
 //! - nothing is acknowledged before it is durable (each waits for its own batch);
 //! - if the earlier one fails, the later one's compare-and-swap fails too, and it is redone
 //!   on the stored state under the lock (requirements checked again), as after any race;

@@ -224,11 +224,11 @@ impl Committing {
     fn enter(&self, objects: Objects) -> (Vec<watch::Receiver<bool>>, OverOnDrop) {
         let (over, over_rx) = watch::channel(false);
         let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
-        groups.retain(|(_, over)| !*over.borrow());
+        groups.retain(|(_, theirs_over)| !*theirs_over.borrow());
         let earlier = groups
             .iter()
             .filter(|(theirs, _)| !theirs.is_disjoint(&objects))
-            .map(|(_, over)| over.clone())
+            .map(|(_, theirs_over)| theirs_over.clone())
             .collect();
         if !objects.is_empty() {
             groups.push((objects, over_rx));

@@ -561,8 +561,8 @@ impl Store for PostgresStore {
     }
 
     /// With group commit, a batch takes its place in this node's queue at once, so the
-    /// next commit to the same table can prepare on top of it (`catalog/locks.rs`); the
-    /// queue's order is not strictly the database's (see `group::Groups::enqueue`).
+    /// next commit to the same table can prepare on top of it (`catalog/locks.rs`); groups
+    /// writing the same tables commit in queue order (see `group::Groups::enqueue`).
     fn enqueue(&self, batch: WriteBatch) -> Result<WriteTicket, Box<WriteBatch>> {
         if self.group_commit {
             return Ok(self.groups().enqueue(batch));
