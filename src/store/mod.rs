@@ -209,6 +209,52 @@ pub enum Mutation {
     },
 }
 
+/// A table or view as the caches and commit queues key it: catalog id, namespace key
+/// (`Namespace::key`), name.
+pub type ObjectKey = (i64, String, String);
+
+/// How far a mutation's effect on tables and views reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Only the objects it named (none for namespaces, purges and metrics).
+    Named,
+    /// Any object: a catalog created, changed or dropped may make names map to other ids.
+    Everything,
+}
+
+impl Mutation {
+    /// Adds the tables and views this mutation writes to `into`. The embedded store's
+    /// cache evicts them; PostgreSQL's commit queue orders groups that share one.
+    pub fn objects_written(&self, into: &mut impl Extend<ObjectKey>) -> Reach {
+        let key = |catalog: &CatalogId, ident: &Ident| {
+            (catalog.0, ident.namespace.key(), ident.name.clone())
+        };
+        match self {
+            Mutation::None
+            | Mutation::CreateNamespace { .. }
+            | Mutation::UpdateNamespace { .. }
+            // Only an empty namespace can be dropped.
+            | Mutation::DropNamespace { .. }
+            | Mutation::ForgetDropped { .. }
+            | Mutation::FinishPurge { .. }
+            | Mutation::DeferPurge { .. }
+            | Mutation::RecordMetrics { .. } => {}
+            Mutation::CreateCatalog(_)
+            | Mutation::UpdateCatalog { .. }
+            | Mutation::DropCatalog { .. } => return Reach::Everything,
+            Mutation::CommitObjects { catalog, writes } => {
+                into.extend(writes.iter().map(|w| key(catalog, &w.ident)));
+            }
+            Mutation::DropObject { catalog, ident, .. } => into.extend([key(catalog, ident)]),
+            Mutation::Undrop { catalog, write, .. } => into.extend([key(catalog, &write.ident)]),
+            Mutation::RenameObject {
+                catalog, from, to, ..
+            } => into.extend([key(catalog, from), key(catalog, to)]),
+        }
+        Reach::Named
+    }
+}
+
 /// A client's idempotency key with the outcome of the request that first used it, kept
 /// for `expires_ms`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

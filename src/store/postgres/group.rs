@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, oneshot, watch, Mutex};
 use super::{
     backoff, is_retryable, is_unavailable, outbox, redo_or_failure, writes, Failure, MAX_ATTEMPTS,
 };
-use crate::store::{Applied, Mutation, StoreError, StoreResult, WriteBatch, WriteTicket};
+use crate::store::{Applied, ObjectKey, StoreError, StoreResult, WriteBatch, WriteTicket};
 
 /// Most batches in one group: each holds a subtransaction, and PostgreSQL keeps 64 per
 /// backend in shared memory before spilling (which slows every snapshot).
@@ -189,26 +189,22 @@ async fn committer(
     }
 }
 
-/// Tables and views (catalog id, namespace key, name) a group commits to.
-type Objects = HashSet<(i64, String, String)>;
+/// Tables and views a group writes.
+type Objects = HashSet<ObjectKey>;
 
+/// A catalog change (`Reach::Everything`) rewrites no table's or view's row, so no
+/// pipelined commit can trip over it: only the objects named count here.
 fn objects_of(jobs: &[Job]) -> Objects {
     let mut objects = Objects::new();
     for job in jobs {
-        if let Mutation::CommitObjects { catalog, writes } = &job.batch.mutation {
-            objects.extend(
-                writes
-                    .iter()
-                    .map(|w| (catalog.0, w.ident.namespace.key(), w.ident.name.clone())),
-            );
-        }
+        job.batch.mutation.objects_written(&mut objects);
     }
     objects
 }
 
 /// The groups taken from the queue and not yet over, with the tables and views they
-/// commit to. A group waits for every earlier one that commits to one of its objects to
-/// be over before it sends anything: a commit pipelined on one of theirs
+/// write (commits, drops, renames, undrops). A group waits for every earlier one that
+/// writes one of its objects to be over before it sends anything: a commit pipelined on one of theirs
 /// (`Groups::enqueue`) must not reach the row first, because its UPDATE would see the row
 /// as it was before that group, find no row with the expected pointer, and fail its
 /// compare-and-swap rather than wait for the lock (READ COMMITTED re-checks only rows

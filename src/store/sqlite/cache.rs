@@ -18,15 +18,15 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::model::{CatalogId, Ident, ObjectKind};
+use crate::model::{Ident, ObjectKind};
 use crate::store::cache_text::CachedText;
-use crate::store::{Mutation, StoredObject};
+use crate::store::{Mutation, ObjectKey, Reach, StoredObject};
 
 /// What a write group touches, as far as the cache is concerned.
 pub(super) enum Touched {
     Nothing,
     /// These objects (a catalog id, a namespace key, a name).
-    Objects(Vec<(i64, String, String)>),
+    Objects(Vec<ObjectKey>),
     /// Anything (a catalog created, changed or dropped: names may map to other ids).
     All,
 }
@@ -36,33 +36,8 @@ impl Touched {
     pub(super) fn of<'a>(mutations: impl IntoIterator<Item = &'a Mutation>) -> Touched {
         let mut keys = Vec::new();
         for mutation in mutations {
-            let key = |catalog: &CatalogId, ident: &Ident| {
-                (catalog.0, ident.namespace.key(), ident.name.clone())
-            };
-            match mutation {
-                Mutation::None
-                | Mutation::CreateNamespace { .. }
-                | Mutation::UpdateNamespace { .. }
-                // Only an empty namespace can be dropped.
-                | Mutation::DropNamespace { .. }
-                | Mutation::ForgetDropped { .. }
-                | Mutation::FinishPurge { .. }
-                | Mutation::DeferPurge { .. }
-                | Mutation::RecordMetrics { .. } => {}
-                Mutation::CreateCatalog(_)
-                | Mutation::UpdateCatalog { .. }
-                | Mutation::DropCatalog { .. } => return Touched::All,
-                Mutation::CommitObjects { catalog, writes } => {
-                    keys.extend(writes.iter().map(|w| key(catalog, &w.ident)));
-                }
-                Mutation::DropObject { catalog, ident, .. } => keys.push(key(catalog, ident)),
-                Mutation::Undrop { catalog, write, .. } => keys.push(key(catalog, &write.ident)),
-                Mutation::RenameObject {
-                    catalog, from, to, ..
-                } => {
-                    keys.push(key(catalog, from));
-                    keys.push(key(catalog, to));
-                }
+            if mutation.objects_written(&mut keys) == Reach::Everything {
+                return Touched::All;
             }
         }
         if keys.is_empty() {
@@ -286,7 +261,7 @@ fn evict_some(inner: &mut Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Namespace;
+    use crate::model::{CatalogId, Namespace};
 
     fn size(object: &StoredObject) -> usize {
         cost(&object.metadata_location, &object.metadata)
@@ -402,5 +377,13 @@ mod tests {
             _ => panic!("a rename touches two objects"),
         }
         assert!(matches!(Touched::of([&Mutation::None]), Touched::Nothing));
+        let drop_catalog = Mutation::DropCatalog {
+            catalog: CatalogId(3),
+            name: "c".into(),
+        };
+        assert!(
+            matches!(Touched::of([&m, &drop_catalog]), Touched::All),
+            "a catalog change may remap every name"
+        );
     }
 }
