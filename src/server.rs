@@ -31,6 +31,9 @@ pub struct ServerConfig {
     pub fsync: bool,
     /// Share the metadata files' syncs between concurrent commits (`syncfs` rounds).
     pub fsync_batch: bool,
+    /// Embedded store: leave the metadata files' syncs to a background round at this
+    /// interval, the store's journal keeping their text meanwhile (`--fsync-journal`).
+    pub fsync_journal: Option<Duration>,
     pub max_body_bytes: usize,
     /// Metadata bytes the embedded store keeps in memory for loads (0: none).
     pub metadata_cache_bytes: usize,
@@ -82,6 +85,7 @@ impl ServerConfig {
             default_catalog: "default".into(),
             fsync: true,
             fsync_batch: false,
+            fsync_journal: Some(Duration::from_millis(500)),
             max_body_bytes: 16 * 1024 * 1024,
             metadata_cache_bytes: 64 << 20,
             postgres: None,
@@ -114,6 +118,28 @@ fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("resolving {}", dir.display()))
 }
 
+/// Rewrites the metadata files the embedded store's journal still holds (a crash left
+/// them unsynced; `storage/journal.rs`), whatever the flag says now, then starts the
+/// syncer if `--fsync-journal` is on. Before anything serves.
+fn open_file_journal(
+    store: &SqliteStore,
+    config: &ServerConfig,
+) -> anyhow::Result<Option<Arc<crate::storage::journal::Syncer>>> {
+    let rewritten = store
+        .restore_file_journal(crate::storage::journal::restore)
+        .context("restoring the metadata files of the file journal")?;
+    if rewritten > 0 {
+        tracing::warn!(rewritten, "rewrote metadata files a crash left unsynced");
+    }
+    match (config.fsync, config.fsync_journal) {
+        (true, Some(interval)) => Ok(Some(crate::storage::journal::Syncer::start(
+            store.file_journal(),
+            interval,
+        )?)),
+        _ => Ok(None),
+    }
+}
+
 /// How often expired idempotency records are deleted.
 const IDEMPOTENCY_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -128,12 +154,21 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
             absolute(&data_dir.join("warehouse"))?.display()
         ),
     };
-    let store: Arc<dyn Store> = match &config.postgres {
-        Some(settings) => Arc::new(PostgresStore::open(settings).await?),
-        None => Arc::new(SqliteStore::open_with_cache(
-            &data_dir.join("catalog.db"),
-            config.metadata_cache_bytes,
-        )?),
+    let (store, file_journal): (Arc<dyn Store>, _) = match &config.postgres {
+        Some(settings) => {
+            if config.fsync_journal.is_some() {
+                tracing::warn!("--fsync-journal is for the embedded store: metadata files are synced one by one");
+            }
+            (Arc::new(PostgresStore::open(settings).await?), None)
+        }
+        None => {
+            let store = SqliteStore::open_with_cache(
+                &data_dir.join("catalog.db"),
+                config.metadata_cache_bytes,
+            )?;
+            let file_journal = open_file_journal(&store, config)?;
+            (Arc::new(store), file_journal)
+        }
     };
     let catalog = Catalog::new(
         store,
@@ -141,6 +176,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
             warehouse_root: warehouse.clone(),
             fsync: config.fsync,
             fsync_batch: config.fsync_batch,
+            file_journal,
             idempotency_lifetime: config.idempotency_lifetime,
             default_storage: match &config.default_storage {
                 Some(storage) => storage.clone(),

@@ -66,6 +66,9 @@ pub struct CatalogSettings {
     /// Make them durable in `syncfs` rounds shared by concurrent commits
     /// (`--fsync-batch`).
     pub fsync_batch: bool,
+    /// Make local ones durable by this syncer's rounds, off the commit's path, the
+    /// embedded store's journal keeping their text meanwhile (`--fsync-journal`).
+    pub file_journal: Option<Arc<crate::storage::journal::Syncer>>,
     /// Attempts of one commit; after the first lost race it waits for a lock instead of
     /// racing, so more than two are rare (e.g. a deadlock between multi-table commits).
     pub max_commit_attempts: u32,
@@ -99,6 +102,7 @@ impl Default for CatalogSettings {
             warehouse_root: "file:///tmp/floe-warehouse".into(),
             fsync: true,
             fsync_batch: false,
+            file_journal: None,
             max_commit_attempts: 10,
             max_metadata_file_bytes: 64 * 1024 * 1024,
             idempotency_lifetime: Duration::from_secs(30 * 60),
@@ -128,7 +132,11 @@ impl Catalog {
     pub fn new(store: Arc<dyn Store>, settings: CatalogSettings) -> Self {
         Catalog {
             store,
-            files: FileStores::new(settings.fsync, settings.fsync_batch),
+            files: FileStores::new(
+                settings.fsync,
+                settings.fsync_batch,
+                settings.file_journal.clone(),
+            ),
             vendor: Vendor::new(settings.credential_lifetime),
             catalog_cache: Default::default(),
             settings,

@@ -390,12 +390,13 @@ impl Catalog {
     }
 
     /// Writes the new metadata files of a commit (never overwriting one); on failure,
-    /// removes the ones already written.
+    /// removes the ones already written. Returns whether the store must keep their text
+    /// until they are synced (`FileStore::journals`).
     async fn write_metadata_files(
         &self,
         catalog: &CatalogRecord,
         writes: &[ObjectWrite],
-    ) -> CatalogResult<()> {
+    ) -> CatalogResult<bool> {
         let files = self.files.for_catalog(catalog);
         for (i, w) in writes.iter().enumerate() {
             let written = files
@@ -406,7 +407,7 @@ impl Catalog {
                 return Err(e.into());
             }
         }
-        Ok(())
+        Ok(files.journals())
     }
 
     /// Best-effort removal of files this server wrote but will not point at.
@@ -501,15 +502,17 @@ impl Catalog {
             if writes.is_empty() {
                 return Ok(writes);
             }
-            if files == MetadataFiles::New {
-                self.write_metadata_files(catalog, &writes).await?;
-            }
+            let journal_files = match files {
+                MetadataFiles::New => self.write_metadata_files(catalog, &writes).await?,
+                _ => false,
+            };
             let commit = Mutation::CommitObjects {
                 catalog: catalog.id,
                 writes: writes.clone(),
             };
             let events = self.events(ctx, Some((catalog.id, &catalog.name)), drafts);
-            let batch = self.batch(ctx, commit, &outcome(&writes), events);
+            let mut batch = self.batch(ctx, commit, &outcome(&writes), events);
+            batch.journal_files = journal_files;
             let committed = match locked {
                 Some(locked) => self.apply(batch, Some(locked)).await,
                 None => {

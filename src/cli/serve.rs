@@ -35,8 +35,8 @@ pub struct ServeArgs {
     /// Catalog created on first start and used when a client names no warehouse.
     #[arg(long, env = "FLOE_DEFAULT_CATALOG", default_value = "default")]
     pub default_catalog: String,
-    /// fsync every new metadata file before it is committed (off only for throwaway data;
-    /// the embedded database syncs every commit regardless).
+    /// Make new metadata files durable, by the journal or synced before their commit
+    /// (off only for throwaway data; the embedded database syncs every commit regardless).
     #[arg(long, env = "FLOE_FSYNC", default_value_t = true, action = clap::ArgAction::Set)]
     pub fsync: bool,
     /// Make new local metadata files durable in rounds shared by concurrent commits (one
@@ -45,6 +45,17 @@ pub struct ServeArgs {
     /// for their data too.
     #[arg(long, env = "FLOE_FSYNC_BATCH", default_value_t = false, action = clap::ArgAction::Set)]
     pub fsync_batch: bool,
+    /// Embedded store only: a commit does not sync its new local metadata file; the
+    /// store keeps the file's text in the same transaction as the pointer, a background
+    /// thread syncs the files' file systems every `--fsync-journal-interval-ms`, and a
+    /// restart after a crash rewrites the files not yet synced before serving. Wins over
+    /// `--fsync-batch`; `false` syncs each file on its commit's path.
+    #[arg(long, env = "FLOE_FSYNC_JOURNAL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub fsync_journal: bool,
+    /// How often the journal's files are synced (`--fsync-journal`), in milliseconds.
+    #[arg(long, env = "FLOE_FSYNC_JOURNAL_INTERVAL_MS", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub fsync_journal_interval_ms: u64,
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "FLOE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -266,6 +277,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         default_catalog: args.default_catalog.clone(),
         fsync: args.fsync,
         fsync_batch: args.fsync_batch,
+        fsync_journal: args
+            .fsync_journal
+            .then(|| std::time::Duration::from_millis(args.fsync_journal_interval_ms)),
         max_body_bytes: args.max_body_bytes,
         metadata_cache_bytes: args.metadata_cache_mib << 20,
         postgres: args.database_url.as_ref().map(|url| PostgresSettings {

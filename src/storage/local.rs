@@ -4,7 +4,9 @@
 //! (linking fails if the name is taken, so nothing is ever replaced) and the directory is
 //! fsynced: after a crash, a metadata file's name holds either nothing or the complete
 //! file. With `--fsync-batch` the two syncs are rounds shared with concurrent writers
-//! (`sync_rounds.rs`), in the same order. File system calls run on tokio's blocking
+//! (`sync_rounds.rs`), in the same order; with `--fsync-journal` neither is done on the
+//! commit's path: the embedded store keeps the file's text until a background round has
+//! synced it (`journal.rs`). File system calls run on tokio's blocking
 //! threads, except the existence check of a load, which inotify answers from memory
 //! (`present.rs`).
 
@@ -16,6 +18,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use async_trait::async_trait;
 
+use super::journal::Syncer;
 use super::sync_rounds::SyncRounds;
 use super::{FileStore, StorageError, StorageResult};
 
@@ -71,6 +74,8 @@ enum Durability {
     PerFile,
     /// The same two steps as rounds shared with concurrent writers.
     Batched(Arc<SyncRounds>),
+    /// Later, by the syncer's rounds; the store's journal keeps the text meanwhile.
+    Journal(Arc<Syncer>),
 }
 
 /// The local file system.
@@ -83,12 +88,14 @@ pub struct LocalFiles {
 
 impl LocalFiles {
     /// `fsync`: make new files durable (off only for throwaway data); `batched`: in
-    /// rounds shared by concurrent writers.
-    pub fn new(fsync: bool, batched: bool) -> Self {
-        let durability = match (fsync, batched) {
-            (false, _) => Durability::Off,
-            (true, false) => Durability::PerFile,
-            (true, true) => Durability::Batched(Arc::default()),
+    /// rounds shared by concurrent writers; `journal`: by this syncer's rounds, the
+    /// store's journal keeping their text meanwhile (wins over `batched`).
+    pub fn new(fsync: bool, batched: bool, journal: Option<Arc<Syncer>>) -> Self {
+        let durability = match (fsync, batched, journal) {
+            (false, _, _) => Durability::Off,
+            (true, _, Some(syncer)) => Durability::Journal(syncer),
+            (true, false, None) => Durability::PerFile,
+            (true, true, None) => Durability::Batched(Arc::default()),
         };
         LocalFiles {
             durability,
@@ -162,6 +169,10 @@ impl FileStore for LocalFiles {
     fn cheap_exists(&self) -> bool {
         true
     }
+
+    fn journals(&self) -> bool {
+        matches!(self.durability, Durability::Journal(_))
+    }
 }
 
 fn write_new_file(
@@ -194,6 +205,9 @@ fn write_new_file(
     // The new name (and the temporary's removal) made durable.
     match durability {
         Durability::Off => {}
+        Durability::Journal(syncer) => syncer
+            .note(&file, dir)
+            .map_err(|e| io_error(e, format!("noting {}", path.display())))?,
         Durability::PerFile => sync_dir(dir).map_err(StorageError::Io)?,
         Durability::Batched(rounds) => rounds
             .sync(&file)
@@ -216,7 +230,7 @@ fn write_and_link(
         .open(temporary)?;
     file.write_all(contents)?;
     match durability {
-        Durability::Off => {}
+        Durability::Off | Durability::Journal(_) => {}
         Durability::PerFile => file.sync_data()?,
         Durability::Batched(rounds) => rounds.sync(&file)?,
     }
@@ -276,7 +290,7 @@ mod tests {
     #[tokio::test]
     async fn new_files_are_never_overwritten() {
         let dir = tempfile::tempdir().unwrap();
-        let files = LocalFiles::new(true, false);
+        let files = LocalFiles::new(true, false, None);
         let loc = format!("file://{}/m/00001.json", dir.path().display());
         files.write_new(&loc, b"{}".to_vec()).await.unwrap();
         assert!(matches!(
@@ -305,7 +319,7 @@ mod tests {
     #[tokio::test]
     async fn batched_syncs_write_the_same_files_and_never_overwrite() {
         let dir = tempfile::tempdir().unwrap();
-        let files = std::sync::Arc::new(LocalFiles::new(true, true));
+        let files = std::sync::Arc::new(LocalFiles::new(true, true, None));
         let writes: Vec<_> = (0..8)
             .map(|i| {
                 let (files, loc) = (
@@ -333,7 +347,7 @@ mod tests {
     #[tokio::test]
     async fn a_purge_deletes_at_most_its_bound_per_call_and_nothing_beside_it() {
         let dir = tempfile::tempdir().unwrap();
-        let files = LocalFiles::new(false, false);
+        let files = LocalFiles::new(false, false, None);
         let root = dir.path().display();
         for f in [
             "t/metadata/1.json",

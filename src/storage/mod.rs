@@ -10,6 +10,7 @@
 //! what that means for the request (a 409, a 400, ...).
 
 pub mod config;
+pub mod journal;
 pub mod local;
 pub mod location;
 pub mod object;
@@ -71,6 +72,11 @@ pub trait FileStore: Send + Sync + 'static {
     /// Whether checking a file's existence is cheap enough to do on every table load
     /// (a local `stat`), rather than a billed request with network latency.
     fn cheap_exists(&self) -> bool;
+    /// Whether `write_new` leaves the file's durability to the store's journal
+    /// (`journal.rs`): the commit must then ask the store to keep the text.
+    fn journals(&self) -> bool {
+        false
+    }
 }
 
 /// Picks the file store of a catalog from its storage config.
@@ -90,10 +96,11 @@ const MAX_CACHED_CATALOG_STORES: usize = 1024;
 
 impl FileStores {
     /// `fsync`: local metadata files are made durable; `fsync_batch`: in rounds shared
-    /// by concurrent writers (`sync_rounds.rs`).
-    pub fn new(fsync: bool, fsync_batch: bool) -> Self {
+    /// by concurrent writers (`sync_rounds.rs`); `journal`: by a syncer's rounds, the
+    /// store's journal keeping them meanwhile (`journal.rs`).
+    pub fn new(fsync: bool, fsync_batch: bool, journal: Option<Arc<journal::Syncer>>) -> Self {
         FileStores {
-            local: Arc::new(local::LocalFiles::new(fsync, fsync_batch)),
+            local: Arc::new(local::LocalFiles::new(fsync, fsync_batch, journal)),
             objects: Arc::default(),
         }
     }

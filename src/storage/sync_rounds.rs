@@ -42,7 +42,7 @@ impl SyncRounds {
 }
 
 #[cfg(target_os = "linux")]
-fn syncfs(file: &File) -> io::Result<()> {
+pub(super) fn syncfs(file: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: syncfs only reads the descriptor, which `file` keeps open for the call.
     match unsafe { libc::syncfs(file.as_raw_fd()) } {
@@ -52,7 +52,7 @@ fn syncfs(file: &File) -> io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn syncfs(file: &File) -> io::Result<()> {
+pub(super) fn syncfs(file: &File) -> io::Result<()> {
     file.sync_all()
 }
 

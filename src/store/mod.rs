@@ -296,6 +296,10 @@ pub struct WriteBatch {
     /// Files to delete once this commits (a drop's or a forget's purge): recorded with
     /// the change, so a crash between the commit and the deletion loses no purge.
     pub purge: Option<PendingPurge>,
+    /// The new metadata files of a `CommitObjects` are not synced: keep their text
+    /// until they are (the embedded store's file journal, `--fsync-journal`; the server
+    /// turns that on only over the embedded store).
+    pub journal_files: bool,
 }
 
 impl WriteBatch {
@@ -307,6 +311,7 @@ impl WriteBatch {
             security: None,
             events: Vec::new(),
             purge: None,
+            journal_files: false,
         }
     }
 }

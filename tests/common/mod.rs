@@ -59,6 +59,8 @@ pub struct Server {
     /// A place outside every catalog's allowed locations.
     outside: String,
     shutdown: Option<oneshot::Sender<()>>,
+    /// What it was started with (`restart` starts another with it).
+    config: floe::server::ServerConfig,
 }
 
 impl Server {
@@ -96,24 +98,34 @@ impl Server {
             }
         };
         configure(&mut config);
-        let router = floe::server::build(&config).await.expect("server builds");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind a port");
-        let address = listener.local_addr().expect("local address");
-        let (shutdown, shutdown_rx) = oneshot::channel::<()>();
-        tokio::spawn(floe::server::run(listener, router, async move {
-            let _ = shutdown_rx.await;
-        }));
+        let (base, shutdown) = serve(&config).await;
         Server {
-            base: format!("http://{address}"),
+            base,
             client: reqwest::Client::new(),
             dir,
             files: Files::for_target(s3.as_ref()),
             root,
             outside,
             shutdown: Some(shutdown),
+            config,
         }
+    }
+
+    /// Stops this server and starts another with the same config and data (the next
+    /// start after a crash, when `between` the two the test breaks what a crash breaks).
+    pub async fn restart(&mut self, between: impl FnOnce(&Server)) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        between(self);
+        let (base, shutdown) = serve(&self.config).await;
+        self.base = base;
+        self.shutdown = Some(shutdown);
+    }
+
+    /// Whether the catalog is in PostgreSQL (`FLOE_TEST_DATABASE_URL`).
+    pub fn on_postgres(&self) -> bool {
+        self.config.postgres.is_some()
     }
 
     /// The canonical directory of the data dir (the warehouse lives under it).
@@ -352,6 +364,21 @@ impl Server {
     pub async fn list_views(&self, namespace: &[&str]) -> Vec<String> {
         names(&self.get(&views_url(namespace)).await.ok(200).json())
     }
+}
+
+/// Builds a server from `config` and serves it on a free port; returns its base URL and
+/// what stops it.
+async fn serve(config: &floe::server::ServerConfig) -> (String, oneshot::Sender<()>) {
+    let router = floe::server::build(config).await.expect("server builds");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a port");
+    let address = listener.local_addr().expect("local address");
+    let (shutdown, shutdown_rx) = oneshot::channel::<()>();
+    tokio::spawn(floe::server::run(listener, router, async move {
+        let _ = shutdown_rx.await;
+    }));
+    (format!("http://{address}"), shutdown)
 }
 
 impl Drop for Server {

@@ -170,10 +170,15 @@ def check_table_on_disk(name: str, loaded: dict, expected_uuid: str,
         )
 
 
-@pytest.mark.parametrize("fsync_batch", ["false", "true"])
-def test_acknowledged_commits_survive_kill_9(floe_server_factory, fsync_batch):
-    """With the metadata files synced one by one (the default) or in shared rounds."""
-    server = floe_server_factory(["--auth", "none", "--fsync-batch", fsync_batch])
+@pytest.mark.parametrize("sync_flags", [
+    ["--fsync-journal", "true", "--fsync-journal-interval-ms", "50"],
+    ["--fsync-journal", "false"],
+    ["--fsync-journal", "false", "--fsync-batch", "true"],
+], ids=["journal", "per-file", "batch"])
+def test_acknowledged_commits_survive_kill_9(floe_server_factory, sync_flags):
+    """With the metadata files synced by the journal's background rounds (the default;
+    each restart restores what the journal still holds), one by one, or in shared rounds."""
+    server = floe_server_factory(["--auth", "none", *sync_flags])
     api = Api(server)
     r = requests.post(api.url("/namespaces"), json={"namespace": [NAMESPACE]}, timeout=30)
     assert r.status_code == 200, f"create namespace: {r.status_code} {r.text}"

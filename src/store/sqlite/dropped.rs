@@ -158,10 +158,16 @@ pub(super) fn schedule_purge(tx: &Transaction, purge: &PendingPurge) -> StoreRes
     Ok(())
 }
 
+/// The purge's record goes, and so do the journal entries of the files it deleted
+/// (`journal.rs`): a restore after a crash must not bring them back.
 pub(super) fn finish_purge(tx: &Transaction, id: &str) -> StoreResult<()> {
-    tx.prepare_cached("DELETE FROM pending_purges WHERE id = ?1")
-        .and_then(|mut s| s.execute([id]))
+    let location: Option<String> = tx
+        .prepare_cached("DELETE FROM pending_purges WHERE id = ?1 RETURNING location")
+        .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
         .map_err(internal)?;
+    if let Some(location) = location {
+        super::journal::forget_under(tx, &location)?;
+    }
     Ok(())
 }
 

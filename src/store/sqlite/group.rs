@@ -14,7 +14,9 @@
 //! If the COMMIT itself fails, every batch of the group fails (none was acknowledged).
 //!
 //! The metadata cache (`cache.rs`) learns of each group here, before its transaction
-//! begins and after it ends, whatever the outcome (a panic included).
+//! begins and after it ends, whatever the outcome (a panic included). The file journal
+//! (`journal.rs`) is kept here too: each group deletes the entries sync rounds covered
+//! since the last, and publishes the last entry it committed.
 
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
@@ -23,6 +25,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::cache::{ObjectCache, Touched};
+use super::journal::{self, JournalMarks};
 use super::writes;
 use crate::store::{Applied, StoreError, StoreResult, WriteBatch, WriteTicket};
 
@@ -45,11 +48,12 @@ impl GroupCommitter {
     pub(super) fn start(
         writer: Arc<Mutex<Connection>>,
         cache: Arc<ObjectCache>,
+        journal: Arc<JournalMarks>,
     ) -> std::io::Result<Self> {
         let (queue, jobs) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("floe-sqlite-commit".into())
-            .spawn(move || run(&writer, &cache, &jobs))?;
+            .spawn(move || run(&writer, &cache, &journal, &jobs))?;
         Ok(GroupCommitter { queue })
     }
 
@@ -92,7 +96,14 @@ impl Drop for Bracket<'_> {
     }
 }
 
-fn run(writer: &Mutex<Connection>, cache: &ObjectCache, jobs: &mpsc::Receiver<Job>) {
+fn run(
+    writer: &Mutex<Connection>,
+    cache: &ObjectCache,
+    journal: &JournalMarks,
+    jobs: &mpsc::Receiver<Job>,
+) {
+    // The journal entries deleted so far (all those up to here).
+    let mut trimmed = 0;
     // Ends when the store (every sender) is dropped.
     while let Ok(first) = jobs.recv() {
         let mut group = vec![first];
@@ -108,7 +119,7 @@ fn run(writer: &Mutex<Connection>, cache: &ObjectCache, jobs: &mpsc::Receiver<Jo
         let batches: Vec<&WriteBatch> = group.iter().map(|j| &j.batch).collect();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _bracket = Bracket::begin(cache, &batches);
-            commit_group(writer, &batches)
+            commit_group(writer, &batches, journal, &mut trimmed)
         }));
         drop(batches);
         if let Ok(results) = outcome {
@@ -121,7 +132,12 @@ fn run(writer: &Mutex<Connection>, cache: &ObjectCache, jobs: &mpsc::Receiver<Jo
 }
 
 /// One transaction for `batches`, one savepoint each; a result per batch, in order.
-fn commit_group(writer: &Mutex<Connection>, batches: &[&WriteBatch]) -> Vec<StoreResult<Applied>> {
+fn commit_group(
+    writer: &Mutex<Connection>,
+    batches: &[&WriteBatch],
+    journal: &JournalMarks,
+    trimmed: &mut i64,
+) -> Vec<StoreResult<Applied>> {
     let mut conn = writer
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -129,6 +145,12 @@ fn commit_group(writer: &Mutex<Connection>, batches: &[&WriteBatch]) -> Vec<Stor
         Ok(tx) => tx,
         Err(e) => return all_fail(batches.len(), &e),
     };
+    let synced = journal.synced();
+    if synced > *trimmed {
+        if let Err(e) = journal::trim(&tx, synced) {
+            return journal_fail(batches.len(), &e);
+        }
+    }
     let mut results = Vec::with_capacity(batches.len());
     for batch in batches {
         if batches.len() == 1 {
@@ -151,11 +173,24 @@ fn commit_group(writer: &Mutex<Connection>, batches: &[&WriteBatch]) -> Vec<Stor
         results.push(result);
     }
     if results.iter().all(Result::is_err) {
-        // Nothing to keep (the transaction rolls back as it drops).
+        // Nothing to keep (the transaction rolls back as it drops; a lone batch's
+        // partial work with it, and the trim waits for the next group).
         return results;
     }
+    let last = match batches.iter().any(|b| b.journal_files) {
+        false => 0,
+        true => match journal::last(&tx) {
+            Ok(last) => last,
+            // Nothing committed (the transaction rolls back as it drops).
+            Err(e) => return journal_fail(batches.len(), &e),
+        },
+    };
     match tx.commit() {
-        Ok(()) => results,
+        Ok(()) => {
+            *trimmed = synced.max(*trimmed);
+            journal.mark_committed(last);
+            results
+        }
         Err(e) => all_fail(batches.len(), &e),
     }
 }
@@ -163,6 +198,12 @@ fn commit_group(writer: &Mutex<Connection>, batches: &[&WriteBatch]) -> Vec<Stor
 fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
     (0..n)
         .map(|_| Err(internal(&format!("committing a write group: {error}"))))
+        .collect()
+}
+
+fn journal_fail(n: usize, error: &StoreError) -> Vec<StoreResult<Applied>> {
+    (0..n)
+        .map(|_| Err(internal(&format!("keeping the file journal: {error}"))))
         .collect()
 }
 

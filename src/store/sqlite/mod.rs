@@ -13,12 +13,16 @@
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 //! - `dropped.rs`: dropped tables and views kept for undrop, and purges still to finish.
+//! - `journal.rs`: the text of new metadata files not yet synced (`--fsync-journal`).
 
 mod cache;
 mod dropped;
 mod group;
+mod journal;
 mod outbox;
 mod writes;
+
+pub use journal::JournalMarks;
 
 use cache::{Lookup, ObjectCache};
 use std::path::Path;
@@ -110,6 +114,8 @@ CREATE TABLE security (
     dropped::MIGRATION,
     // Purges still to finish.
     dropped::PURGES_MIGRATION,
+    // New metadata files not yet synced.
+    journal::MIGRATION,
 ];
 
 /// Most idle read connections kept open.
@@ -134,6 +140,8 @@ pub struct SqliteStore {
 struct Exclusive {
     _lock: std::fs::File,
     cache: Arc<ObjectCache>,
+    /// The file journal's marks, shared with the storage layer's syncer.
+    journal: Arc<JournalMarks>,
 }
 
 /// The databases this process holds, by their lock file's canonical path.
@@ -164,6 +172,7 @@ impl Exclusive {
         let exclusive = Arc::new(Exclusive {
             _lock: lock_exclusively(file, path)?,
             cache: Arc::new(ObjectCache::new(cache_bytes)),
+            journal: Arc::default(),
         });
         held.push((key, Arc::downgrade(&exclusive)));
         Ok(exclusive)
@@ -228,11 +237,41 @@ impl SqliteStore {
             committer: Arc::new(group::GroupCommitter::start(
                 writer.clone(),
                 exclusive.cache.clone(),
+                exclusive.journal.clone(),
             )?),
             writer,
             readers: Arc::new(Mutex::new(Vec::new())),
             exclusive,
         })
+    }
+
+    /// The file journal's marks (`journal.rs`), for the syncer of the files it keeps.
+    pub fn file_journal(&self) -> Arc<JournalMarks> {
+        self.exclusive.journal.clone()
+    }
+
+    /// Hands the journal's entries (location, text), oldest first, to `restore`, which
+    /// makes each file hold its text durably; then forgets them. Runs before the server
+    /// serves, whether or not the journal is on now (it may have been before a crash).
+    pub fn restore_file_journal(
+        &self,
+        restore: impl FnOnce(&[(String, String)]) -> anyhow::Result<usize>,
+    ) -> anyhow::Result<usize> {
+        let mut conn = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let rows: Vec<(i64, (String, String))> = conn
+            .prepare("SELECT seq, location, metadata FROM file_journal ORDER BY seq")?
+            .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?
+            .collect::<Result<_, _>>()?;
+        let Some(&(last, _)) = rows.last() else {
+            return Ok(0);
+        };
+        let entries: Vec<(String, String)> = rows.into_iter().map(|(_, entry)| entry).collect();
+        let rewritten = restore(&entries)?;
+        // Only what was restored (a store still open in this process may add entries).
+        let tx = conn.transaction()?;
+        tx.execute("DELETE FROM file_journal WHERE seq <= ?1", [last])?;
+        tx.commit()?;
+        Ok(rewritten)
     }
 
     /// Runs a read on a pooled connection, on the calling thread. Point reads in WAL mode
@@ -678,31 +717,43 @@ mod tests {
     use super::{open_connection, SqliteStore};
     use rusqlite::params;
 
-    #[tokio::test]
-    async fn stores_on_one_database_in_one_process_share_its_cache() {
-        use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
-        use crate::store::{Mutation, ObjectWrite, Store, WriteBatch};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.db");
-        let a = SqliteStore::open_with_cache(&path, 1 << 20).unwrap();
-        let b = SqliteStore::open_with_cache(&path, 1 << 20).unwrap();
-        assert!(std::sync::Arc::ptr_eq(&a.exclusive, &b.exclusive));
-        let (c, ns) = (CatalogId(7), Namespace::root().child("db"));
-        let t = Ident::new(ns.clone(), "t".into()).unwrap();
-        let version = |n: u32| ObjectWrite {
-            ident: t.clone(),
+    use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
+    use crate::store::{Mutation, ObjectWrite, Store, WriteBatch};
+
+    const C: CatalogId = CatalogId(7);
+
+    fn table() -> Ident {
+        Ident::new(Namespace::root().child("db"), "t".into()).unwrap()
+    }
+
+    fn location(n: u32) -> String {
+        format!("file:///wh/t/metadata/{n:05}.json")
+    }
+
+    /// Table `t`'s version `n` (0 creates it).
+    fn version(n: u32) -> ObjectWrite {
+        ObjectWrite {
+            ident: table(),
             kind: ObjectKind::Table,
             expected_metadata_location: n.checked_sub(1).map(location),
             metadata_location: location(n),
-            metadata: "{}".into(),
+            metadata: format!("{{\"v\":{n}}}"),
             location: "file:///wh/t/".into(),
             check_location: n == 0,
-        };
-        fn location(n: u32) -> String {
-            format!("file:///wh/t/metadata/{n:05}.json")
         }
+    }
+
+    fn commit(n: u32) -> Mutation {
+        Mutation::CommitObjects {
+            catalog: C,
+            writes: vec![version(n)],
+        }
+    }
+
+    /// Catalog `c` with namespace `db`.
+    async fn catalog(store: &SqliteStore) {
         let record = crate::model::CatalogRecord {
-            id: c,
+            id: C,
             name: "c".into(),
             properties: Default::default(),
             storage_config: serde_json::json!({"storageType": "FILE"}),
@@ -713,27 +764,70 @@ mod tests {
         for mutation in [
             Mutation::CreateCatalog(record),
             Mutation::CreateNamespace {
-                catalog: c,
-                namespace: ns,
+                catalog: C,
+                namespace: Namespace::root().child("db"),
                 properties: Default::default(),
             },
-            Mutation::CommitObjects {
-                catalog: c,
-                writes: vec![version(0)],
-            },
         ] {
-            a.write(WriteBatch::new(mutation, 0)).await.unwrap();
+            store.write(WriteBatch::new(mutation, 0)).await.unwrap();
         }
+    }
+
+    #[tokio::test]
+    async fn stores_on_one_database_in_one_process_share_its_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let a = SqliteStore::open_with_cache(&path, 1 << 20).unwrap();
+        let b = SqliteStore::open_with_cache(&path, 1 << 20).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&a.exclusive, &b.exclusive));
+        catalog(&a).await;
+        a.write(WriteBatch::new(commit(0), 0)).await.unwrap();
         // `a` caches version 0, `b` commits version 1: `a` loads version 1.
-        let loaded = a.load_object("c", &t).await.unwrap().unwrap();
+        let loaded = a.load_object("c", &table()).await.unwrap().unwrap();
         assert_eq!(loaded.metadata_location, location(0));
-        let commit = Mutation::CommitObjects {
-            catalog: c,
-            writes: vec![version(1)],
-        };
-        b.write(WriteBatch::new(commit, 0)).await.unwrap();
-        let loaded = a.load_object("c", &t).await.unwrap().unwrap();
+        b.write(WriteBatch::new(commit(1), 0)).await.unwrap();
+        let loaded = a.load_object("c", &table()).await.unwrap().unwrap();
         assert_eq!(loaded.metadata_location, location(1));
+    }
+
+    #[tokio::test]
+    async fn the_file_journal_keeps_texts_until_a_round_covers_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("catalog.db")).unwrap();
+        catalog(&store).await;
+        let marks = store.file_journal();
+        let journaled = |n: u32| {
+            let mut batch = WriteBatch::new(commit(n), 0);
+            batch.journal_files = true;
+            batch
+        };
+        for n in 0..3 {
+            store.write(journaled(n)).await.unwrap();
+        }
+        // A refused commit keeps nothing.
+        assert!(store.write(journaled(1)).await.is_err());
+        assert_eq!(marks.committed(), 3);
+        // Rounds covered the first two: the next group deletes them.
+        marks.mark_synced(2);
+        store.write(journaled(3)).await.unwrap();
+        let mut kept = Vec::new();
+        store
+            .restore_file_journal(|entries| {
+                kept = entries.to_vec();
+                Ok(0)
+            })
+            .unwrap();
+        let expected = |n: u32| (location(n), format!("{{\"v\":{n}}}"));
+        assert_eq!(kept, vec![expected(2), expected(3)]);
+        // Restored entries are forgotten.
+        let mut again = 0;
+        store
+            .restore_file_journal(|entries| {
+                again = entries.len();
+                Ok(0)
+            })
+            .unwrap();
+        assert_eq!(again, 0);
     }
 
     #[test]

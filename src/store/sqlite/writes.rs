@@ -4,7 +4,7 @@
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::{
-    catalog_from_row, dropped, internal, is_unique_violation, outbox, require_namespace,
+    catalog_from_row, dropped, internal, is_unique_violation, journal, outbox, require_namespace,
     stored_object,
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
@@ -23,6 +23,9 @@ pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied
         replace_security(tx, *expected, document)?;
     }
     let applied = apply_mutation(tx, batch)?;
+    if let (true, Mutation::CommitObjects { writes, .. }) = (batch.journal_files, &batch.mutation) {
+        journal::record(tx, writes)?;
+    }
     if let Some(purge) = &batch.purge {
         dropped::schedule_purge(tx, purge)?;
     }

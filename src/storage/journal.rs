@@ -1,0 +1,179 @@
+//! Local metadata files made durable through the embedded store's journal
+//! (`--fsync-journal`) instead of two syncs per commit.
+//!
+//! A commit writes its new file as always (a temporary name, then a hard link that never
+//! replaces a file) but syncs neither the file nor its directory. Its text goes into the
+//! store's journal in the same transaction as the pointer (`store/sqlite/journal.rs`), so
+//! what the commit acknowledges is on disk when the COMMIT is. The [`Syncer`] thread
+//! then syncs every file system files went to (`syncfs`) once per interval, off every
+//! commit's path, and marks the journal entries committed before the round as covered;
+//! the store deletes those with its next group. After a crash, [`restore`] rewrites
+//! the files of the entries left before the server serves.
+//!
+//! So a power cut loses nothing acknowledged, and a disk shared with other writers slows
+//! the syncer's rounds, not the commits (unlike `--fsync-batch`, whose commits wait for a
+//! round).
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::local::local_path_str;
+use super::sync_rounds::syncfs;
+use crate::store::sqlite::JournalMarks;
+
+/// Syncs the file systems that journaled files went to, once per interval.
+#[derive(Debug)]
+pub struct Syncer {
+    marks: Arc<JournalMarks>,
+    /// One open file per file system (device) written to: `syncfs` needs a descriptor.
+    file_systems: Mutex<HashMap<u64, Arc<File>>>,
+}
+
+impl Syncer {
+    /// Starts the syncer's thread, which ends once the returned syncer is dropped.
+    pub fn start(marks: Arc<JournalMarks>, interval: Duration) -> io::Result<Arc<Syncer>> {
+        let syncer = Arc::new(Syncer {
+            marks,
+            file_systems: Mutex::default(),
+        });
+        let weak = Arc::downgrade(&syncer);
+        std::thread::Builder::new()
+            .name("floe-file-sync".into())
+            .spawn(move || run(weak, interval))?;
+        Ok(syncer)
+    }
+
+    /// Notes the file system of a file just written in `dir` (before its journal entry
+    /// commits). The directory is what stays open for that file system's rounds.
+    pub(super) fn note(&self, file: &File, dir: &Path) -> io::Result<()> {
+        let device = file.metadata()?.dev();
+        let mut file_systems = self.file_systems.lock().expect("syncer poisoned");
+        if let std::collections::hash_map::Entry::Vacant(new) = file_systems.entry(device) {
+            new.insert(Arc::new(File::open(dir)?));
+        }
+        Ok(())
+    }
+
+    /// One round: every entry committed before it starts is covered once it ends well.
+    fn round(&self) {
+        let through = self.marks.committed();
+        if through <= self.marks.synced() {
+            return;
+        }
+        let file_systems: Vec<Arc<File>> = self
+            .file_systems
+            .lock()
+            .expect("syncer poisoned")
+            .values()
+            .cloned()
+            .collect();
+        for file in file_systems {
+            if let Err(e) = syncfs(&file) {
+                // The entries stay: the next round tries again, and a restart restores
+                // their files from the journal meanwhile.
+                tracing::error!(error = %e, "syncing metadata files failed");
+                return;
+            }
+        }
+        self.marks.mark_synced(through);
+    }
+}
+
+fn run(syncer: Weak<Syncer>, interval: Duration) {
+    loop {
+        std::thread::sleep(interval);
+        match syncer.upgrade() {
+            Some(syncer) => syncer.round(),
+            None => return,
+        }
+    }
+}
+
+/// Makes the file of each journal entry `(location, text)` hold that text durably:
+/// a file already holding it is synced, any other (missing, partial, or lost with the
+/// page cache) is written again. Returns how many were rewritten.
+pub fn restore(entries: &[(String, String)]) -> anyhow::Result<usize> {
+    let mut rewritten = 0;
+    let mut file_systems: HashMap<u64, File> = HashMap::new();
+    for (location, text) in entries {
+        let path = Path::new(local_path_str(location).map_err(|e| anyhow::anyhow!("{e}"))?);
+        let dir = path
+            .parent()
+            .with_context(|| format!("{location} has no directory"))?;
+        if fs::read(path).ok().as_deref() != Some(text.as_bytes()) {
+            fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            // Replacing is right here: nothing else writes while the server starts, and
+            // the name holds nothing valid.
+            let temporary = dir.join(format!(
+                ".{}.restore.tmp",
+                path.file_name().unwrap_or_default().to_string_lossy()
+            ));
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&temporary)
+                .with_context(|| format!("writing {}", temporary.display()))?;
+            file.write_all(text.as_bytes())?;
+            fs::rename(&temporary, path).with_context(|| format!("restoring {location}"))?;
+            rewritten += 1;
+        }
+        let dir = File::open(dir).with_context(|| format!("opening {}", dir.display()))?;
+        file_systems.entry(dir.metadata()?.dev()).or_insert(dir);
+    }
+    for file in file_systems.values() {
+        syncfs(file).context("syncing restored metadata files")?;
+    }
+    Ok(rewritten)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restore_rewrites_missing_and_partial_files_and_keeps_good_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = |name: &str| format!("file://{}/t/metadata/{name}", dir.path().display());
+        let entries = vec![
+            (at("1.json"), "{\"v\":1}".to_string()),
+            (at("2.json"), "{\"v\":2}".to_string()),
+            (at("3.json"), "{\"v\":3}".to_string()),
+        ];
+        fs::create_dir_all(dir.path().join("t/metadata")).unwrap();
+        fs::write(dir.path().join("t/metadata/1.json"), "{\"v\":1}").unwrap();
+        fs::write(dir.path().join("t/metadata/2.json"), "{\"v").unwrap();
+        assert_eq!(restore(&entries).unwrap(), 2);
+        for (i, (_, text)) in entries.iter().enumerate() {
+            let path = dir.path().join(format!("t/metadata/{}.json", i + 1));
+            assert_eq!(&fs::read_to_string(path).unwrap(), text);
+        }
+        // Nothing but the files: no temporaries left.
+        assert_eq!(
+            fs::read_dir(dir.path().join("t/metadata")).unwrap().count(),
+            3
+        );
+        assert_eq!(restore(&entries).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_round_covers_what_was_committed_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let marks = Arc::new(JournalMarks::default());
+        let syncer = Syncer::start(marks.clone(), Duration::from_secs(3600)).unwrap();
+        let file = File::create(dir.path().join("f")).unwrap();
+        syncer.note(&file, dir.path()).unwrap();
+        syncer.round();
+        assert_eq!(marks.synced(), 0, "nothing committed yet");
+        marks.mark_committed(7);
+        syncer.round();
+        assert_eq!(marks.synced(), 7);
+    }
+}
