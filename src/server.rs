@@ -85,7 +85,7 @@ impl ServerConfig {
             default_catalog: "default".into(),
             fsync: true,
             fsync_batch: false,
-            fsync_journal: Some(Duration::from_millis(500)),
+            fsync_journal: Some(Duration::from_millis(100)),
             max_body_bytes: 16 * 1024 * 1024,
             metadata_cache_bytes: 64 << 20,
             postgres: None,

@@ -53,7 +53,7 @@ pub struct ServeArgs {
     #[arg(long, env = "FLOE_FSYNC_JOURNAL", default_value_t = true, action = clap::ArgAction::Set)]
     pub fsync_journal: bool,
     /// How often the journal's files are synced (`--fsync-journal`), in milliseconds.
-    #[arg(long, env = "FLOE_FSYNC_JOURNAL_INTERVAL_MS", default_value_t = 500,
+    #[arg(long, env = "FLOE_FSYNC_JOURNAL_INTERVAL_MS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub fsync_journal_interval_ms: u64,
     /// Largest request body accepted, in bytes.
