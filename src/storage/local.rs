@@ -6,7 +6,8 @@
 //! file. With `--fsync-batch` the two syncs are rounds shared with concurrent writers
 //! (`sync_rounds.rs`), in the same order; with `--fsync-journal` neither is done on the
 //! commit's path: the embedded store keeps the file's text until a background round has
-//! synced it (`journal.rs`). File system calls run on tokio's blocking
+//! synced it, and a start after a crash rewrites what a name lost (`journal.rs`). File
+//! system calls run on tokio's blocking
 //! threads, except the existence check of a load, which inotify answers from memory
 //! (`present.rs`).
 

@@ -57,8 +57,11 @@ pub type StorageResult<T> = Result<T, StorageError>;
 #[async_trait]
 pub trait FileStore: Send + Sync + 'static {
     /// Writes a file that must not exist yet and makes it durable before returning, so a
-    /// pointer is only ever swapped to a complete file. Never replaces an existing file
-    /// (`AlreadyExists`), and never leaves a partial file under the final name.
+    /// pointer is only ever swapped to a complete file, unless [`FileStore::journals`]
+    /// (then the store's journal commits its text with the pointer, and a start after a
+    /// crash rewrites it). Never replaces an existing file (`AlreadyExists`), and never
+    /// leaves a partial file under the final name (after a crash with the journal: none
+    /// once the restore has run).
     async fn write_new(&self, location: &str, contents: Vec<u8>) -> StorageResult<()>;
     /// Reads a whole file of at most `max_bytes`.
     async fn read(&self, location: &str, max_bytes: u64) -> StorageResult<Vec<u8>>;
