@@ -155,12 +155,9 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
         ),
     };
     let (store, file_journal): (Arc<dyn Store>, _) = match &config.postgres {
-        Some(settings) => {
-            if config.fsync_journal.is_some() {
-                tracing::warn!("--fsync-journal is for the embedded store: metadata files are synced one by one");
-            }
-            (Arc::new(PostgresStore::open(settings).await?), None)
-        }
+        // The journal is the embedded store's: on PostgreSQL files are synced one by one
+        // (`--fsync-journal` is on by default, so saying so at every start would be noise).
+        Some(settings) => (Arc::new(PostgresStore::open(settings).await?), None),
         None => {
             let store = SqliteStore::open_with_cache(
                 &data_dir.join("catalog.db"),
