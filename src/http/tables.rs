@@ -124,9 +124,11 @@ async fn exists(
     Ctx(ctx): Ctx,
     Path((prefix, ns, table)): Path<(String, String, String)>,
 ) -> ApiResult<StatusCode> {
+    // `All`: the stored document as it is; `Refs` would parse and filter it for a body
+    // HEAD does not send.
     state
         .catalog
-        .load_table(&ctx, &prefix, &ident(&ns, &table)?, SnapshotsMode::Refs)
+        .load_table(&ctx, &prefix, &ident(&ns, &table)?, SnapshotsMode::All)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
