@@ -11,6 +11,12 @@
 //!   an entry up to there was written before its entry committed, so before the round;
 //! - the commit thread deletes the covered entries with its next group.
 //!
+//! An entry does not copy the text the pointer's own row holds: it names the row (its
+//! text is `NULL`), and a trigger copies the row's text into the entry when the row
+//! moves on (a later commit, a rename, a drop) before a round covered the file. So a
+//! commit puts its document into the WAL once, not twice; only a table committed again
+//! within one interval pays for the second copy.
+//!
 //! After a crash, [`super::SqliteStore::restore_file_journal`] rewrites the file of
 //! every entry left before the server serves, so a pointer never names a missing or
 //! partial file once the server is up. A purge's end deletes the entries of the files
@@ -18,9 +24,10 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use rusqlite::{params, Transaction};
+use rusqlite::{params, Connection, Transaction};
 
 use super::internal;
+use crate::model::CatalogId;
 use crate::store::{location_upper_bound, ObjectWrite, StoreResult};
 
 /// The journal's table. AUTOINCREMENT: a sequence number is never reused, so a mark
@@ -31,6 +38,38 @@ CREATE TABLE file_journal (
     location TEXT NOT NULL,
     metadata TEXT NOT NULL
 );
+"#;
+
+/// Entries that name the object row holding their text (`metadata` `NULL`), and the
+/// triggers that copy a row's text into its entry before the row stops holding it. A
+/// trigger fires on every path that moves a row on (commit, rename, drop, a namespace's
+/// cascade), present or future. The rebuild keeps any entry a crash left.
+pub(super) const BY_REFERENCE_MIGRATION: &str = r#"
+CREATE TABLE file_journal_new (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    location   TEXT NOT NULL,
+    metadata   TEXT,
+    catalog_id INTEGER,
+    namespace  TEXT,
+    name       TEXT,
+    CHECK (metadata IS NOT NULL OR name IS NOT NULL)
+);
+INSERT INTO file_journal_new (seq, location, metadata)
+    SELECT seq, location, metadata FROM file_journal;
+DROP TABLE file_journal;
+ALTER TABLE file_journal_new RENAME TO file_journal;
+CREATE INDEX file_journal_by_location ON file_journal (location);
+CREATE TRIGGER file_journal_row_updated
+    AFTER UPDATE OF metadata_location, namespace, name, catalog_id ON objects
+BEGIN
+    UPDATE file_journal SET metadata = old.metadata
+        WHERE location = old.metadata_location AND metadata IS NULL;
+END;
+CREATE TRIGGER file_journal_row_deleted AFTER DELETE ON objects
+BEGIN
+    UPDATE file_journal SET metadata = old.metadata
+        WHERE location = old.metadata_location AND metadata IS NULL;
+END;
 "#;
 
 /// Where the journal's committed entries end and which of them sync rounds covered.
@@ -63,17 +102,57 @@ impl JournalMarks {
     }
 }
 
-/// Keeps the new files of `writes` until they are synced.
-pub(super) fn record(tx: &Transaction, writes: &[ObjectWrite]) -> StoreResult<()> {
+/// Keeps the new files of `writes` (committed to catalog `catalog`) until they are
+/// synced: by reference to the rows that now hold their text.
+pub(super) fn record(
+    tx: &Transaction,
+    catalog: CatalogId,
+    writes: &[ObjectWrite],
+) -> StoreResult<()> {
     let mut insert = tx
-        .prepare_cached("INSERT INTO file_journal (location, metadata) VALUES (?1, ?2)")
+        .prepare_cached(
+            "INSERT INTO file_journal (location, catalog_id, namespace, name) VALUES (?1, ?2, ?3, ?4)",
+        )
         .map_err(internal)?;
     for w in writes {
         insert
-            .execute(params![w.metadata_location, w.metadata])
+            .execute(params![
+                w.metadata_location,
+                catalog.0,
+                w.ident.namespace.key(),
+                w.ident.name
+            ])
             .map_err(internal)?;
     }
     Ok(())
+}
+
+/// Every entry, oldest first, with its text (copied or still in its row), and the last
+/// sequence number read.
+pub(super) fn entries(conn: &Connection) -> anyhow::Result<(i64, Vec<(String, String)>)> {
+    let rows: Vec<(i64, String, Option<String>)> = conn
+        .prepare(
+            "SELECT j.seq, j.location, coalesce(j.metadata, o.metadata)
+             FROM file_journal j LEFT JOIN objects o
+               ON o.catalog_id = j.catalog_id AND o.namespace = j.namespace
+              AND o.name = j.name AND o.metadata_location = j.location
+             ORDER BY j.seq",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<_, _>>()?;
+    let last = rows.last().map_or(0, |r| r.0);
+    let entries = rows
+        .into_iter()
+        .map(|(seq, location, text)| match text {
+            Some(text) => Ok((location, text)),
+            // The triggers make this impossible; refuse to serve rather than name a file
+            // that may be torn.
+            None => Err(anyhow::anyhow!(
+                "file journal entry {seq} ({location}) has lost its text: its row moved on without the trigger copying it"
+            )),
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok((last, entries))
 }
 
 /// The last sequence number handed out (0: none yet).

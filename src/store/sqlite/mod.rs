@@ -116,6 +116,8 @@ CREATE TABLE security (
     dropped::PURGES_MIGRATION,
     // New metadata files not yet synced.
     journal::MIGRATION,
+    // ... kept by reference to the rows that hold their text.
+    journal::BY_REFERENCE_MIGRATION,
 ];
 
 /// Most idle read connections kept open.
@@ -258,14 +260,10 @@ impl SqliteStore {
         restore: impl FnOnce(&[(String, String)]) -> anyhow::Result<usize>,
     ) -> anyhow::Result<usize> {
         let mut conn = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let rows: Vec<(i64, (String, String))> = conn
-            .prepare("SELECT seq, location, metadata FROM file_journal ORDER BY seq")?
-            .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?
-            .collect::<Result<_, _>>()?;
-        let Some(&(last, _)) = rows.last() else {
+        let (last, entries) = journal::entries(&conn)?;
+        if entries.is_empty() {
             return Ok(0);
-        };
-        let entries: Vec<(String, String)> = rows.into_iter().map(|(_, entry)| entry).collect();
+        }
         let rewritten = restore(&entries)?;
         // Only what was restored (a store still open in this process may add entries).
         let tx = conn.transaction()?;
@@ -818,6 +816,8 @@ mod tests {
             })
             .unwrap();
         let expected = |n: u32| (location(n), format!("{{\"v\":{n}}}"));
+        // Version 2's text was copied when version 3 replaced it in the row; version 3's
+        // is still the row's.
         assert_eq!(kept, vec![expected(2), expected(3)]);
         // Restored entries are forgotten.
         let mut again = 0;
@@ -828,6 +828,62 @@ mod tests {
             })
             .unwrap();
         assert_eq!(again, 0);
+    }
+
+    #[tokio::test]
+    async fn a_journaled_text_survives_its_row_renamed_or_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("catalog.db")).unwrap();
+        catalog(&store).await;
+        let mut batch = WriteBatch::new(commit(0), 0);
+        batch.journal_files = true;
+        store.write(batch).await.unwrap();
+        let renamed = Ident::new(Namespace::root().child("db"), "u".into()).unwrap();
+        let rename = Mutation::RenameObject {
+            catalog: C,
+            kind: ObjectKind::Table,
+            from: table(),
+            to: renamed.clone(),
+            expected: location(0),
+        };
+        store.write(WriteBatch::new(rename, 0)).await.unwrap();
+        // A second table, journaled, then dropped.
+        let mut other = version(0);
+        other.ident = Ident::new(Namespace::root().child("db"), "o".into()).unwrap();
+        other.metadata_location = "file:///wh/o/metadata/00000.json".into();
+        other.metadata = "{\"o\":0}".into();
+        other.location = "file:///wh/o/".into();
+        let mut batch = WriteBatch::new(
+            Mutation::CommitObjects {
+                catalog: C,
+                writes: vec![other.clone()],
+            },
+            0,
+        );
+        batch.journal_files = true;
+        store.write(batch).await.unwrap();
+        let drop = Mutation::DropObject {
+            catalog: C,
+            kind: ObjectKind::Table,
+            ident: other.ident.clone(),
+            expected: other.metadata_location.clone(),
+            retain: None,
+        };
+        store.write(WriteBatch::new(drop, 0)).await.unwrap();
+        let mut kept = Vec::new();
+        store
+            .restore_file_journal(|entries| {
+                kept = entries.to_vec();
+                Ok(0)
+            })
+            .unwrap();
+        assert_eq!(
+            kept,
+            vec![
+                (location(0), "{\"v\":0}".to_string()),
+                (other.metadata_location, other.metadata),
+            ]
+        );
     }
 
     #[test]

@@ -23,8 +23,10 @@ pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied
         replace_security(tx, *expected, document)?;
     }
     let applied = apply_mutation(tx, batch)?;
-    if let (true, Mutation::CommitObjects { writes, .. }) = (batch.journal_files, &batch.mutation) {
-        journal::record(tx, writes)?;
+    if let (true, Mutation::CommitObjects { catalog, writes }) =
+        (batch.journal_files, &batch.mutation)
+    {
+        journal::record(tx, *catalog, writes)?;
     }
     if let Some(purge) = &batch.purge {
         dropped::schedule_purge(tx, purge)?;
