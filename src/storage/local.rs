@@ -5,9 +5,9 @@
 //! fsynced: after a crash, a metadata file's name holds either nothing or the complete
 //! file. With `--fsync-batch` the two syncs are rounds shared with concurrent writers
 //! (`sync_rounds.rs`), in the same order; with `--fsync-journal` neither is done on the
-//! commit's path: the embedded store keeps the file's text until a background round has
-//! synced it, and a start after a crash rewrites what a name lost (`journal.rs`). File
-//! system calls run on tokio's blocking
+//! commit's path and the file is created under its final name: the embedded store keeps
+//! the file's text until a background round has synced it, and a start after a crash
+//! rewrites what a name lost (`journal.rs`). File system calls run on tokio's blocking
 //! threads, except the existence check of a load, which inotify answers from memory
 //! (`present.rs`).
 
@@ -186,16 +186,22 @@ fn write_new_file(
         .parent()
         .ok_or_else(|| StorageError::InvalidLocation(format!("{location} has no directory")))?;
     fs::create_dir_all(dir).map_err(|e| io_error(e, format!("creating {}", dir.display())))?;
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
-    let temporary = dir.join(format!(
-        ".{file_name}.{}.tmp",
-        uuid::Uuid::new_v4().simple()
-    ));
-    let result = write_and_link(&temporary, path, contents, durability);
-    let _ = fs::remove_file(&temporary);
+    let result = match durability {
+        Durability::Off | Durability::Journal(_) => write_in_place(path, contents),
+        Durability::PerFile | Durability::Batched(_) => {
+            let file_name = path
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            let temporary = dir.join(format!(
+                ".{file_name}.{}.tmp",
+                uuid::Uuid::new_v4().simple()
+            ));
+            let result = write_and_link(&temporary, path, contents, durability);
+            let _ = fs::remove_file(&temporary);
+            result
+        }
+    };
     let file = match result {
         Ok(file) => file,
         Err(e) if e.kind() == ErrorKind::AlreadyExists => {
@@ -215,6 +221,22 @@ fn write_new_file(
             .map_err(|e| io_error(e, format!("syncing {}", path.display())))?,
     }
     Ok(())
+}
+
+/// Writes the file under its final name (creating it: an existing name is never
+/// replaced). Only where nothing is synced on the commit's path: a crash may leave the
+/// name partial, but nothing names the file unless its commit landed, and then the
+/// journal rewrites it at the next start (without the journal and fsync there is no
+/// promise after a crash). Saves the link and unlink of a temporary, and the deletion
+/// event the unlink costs `present.rs`.
+fn write_in_place(path: &Path, contents: &[u8]) -> std::io::Result<File> {
+    let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
+    if let Err(e) = file.write_all(contents) {
+        // Not ours to keep: no commit will name it.
+        let _ = fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(file)
 }
 
 /// Writes the temporary, makes its contents durable, links it to its final name; returns

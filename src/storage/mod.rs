@@ -60,8 +60,9 @@ pub trait FileStore: Send + Sync + 'static {
     /// pointer is only ever swapped to a complete file, unless [`FileStore::journals`]
     /// (then the store's journal commits its text with the pointer, and a start after a
     /// crash rewrites it). Never replaces an existing file (`AlreadyExists`), and never
-    /// leaves a partial file under the final name (after a crash with the journal: none
-    /// once the restore has run).
+    /// leaves a partial file under the final name, except, with the journal, after a
+    /// crash: then under a name no pointer names (as the files of failed commits), the
+    /// restore having rewritten every file a pointer names.
     async fn write_new(&self, location: &str, contents: Vec<u8>) -> StorageResult<()>;
     /// Reads a whole file of at most `max_bytes`.
     async fn read(&self, location: &str, max_bytes: u64) -> StorageResult<Vec<u8>>;
