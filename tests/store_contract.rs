@@ -677,8 +677,8 @@ async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
         batch(Mutation::UpdateNamespace {
             catalog: c.id,
             namespace: ns(&["db"]),
-            expected,
-            properties,
+            expected: expected.into(),
+            properties: properties.into(),
         })
     };
     store
@@ -693,13 +693,13 @@ async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
     ));
     assert_eq!(
         store.get_namespace("c", &ns(&["db"])).await.unwrap(),
-        Some(props(&[("a", "1")]))
+        Some(std::sync::Arc::new(props(&[("a", "1")])))
     );
     let missing = batch(Mutation::UpdateNamespace {
         catalog: c.id,
         namespace: ns(&["none"]),
-        expected: Properties::new(),
-        properties: Properties::new(),
+        expected: Properties::new().into(),
+        properties: Properties::new().into(),
     });
     assert!(matches!(
         store.write(missing).await,

@@ -1,6 +1,8 @@
 //! Namespaces: a tree per catalog. A namespace can only be created under an existing
 //! parent and only dropped when empty, so the tree never has orphans.
 
+use std::sync::Arc;
+
 use super::error::{CatalogError, CatalogResult, Missing};
 use super::pagination::{listed, ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
@@ -77,7 +79,7 @@ impl Catalog {
         ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
-    ) -> CatalogResult<Properties> {
+    ) -> CatalogResult<Arc<Properties>> {
         let target = Securable::namespace(namespace);
         ctx.require(catalog, Privilege::NAMESPACE_READ_PROPERTIES, &target)?;
         self.namespace_properties(catalog, namespace).await
@@ -89,7 +91,7 @@ impl Catalog {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> CatalogResult<Properties> {
+    ) -> CatalogResult<Arc<Properties>> {
         self.store
             .get_namespace(catalog, namespace)
             .await?
@@ -144,13 +146,13 @@ impl Catalog {
         let record = self.get_catalog(catalog).await?;
         for _ in 0..MAX_UPDATE_ATTEMPTS {
             let expected = self.namespace_properties(catalog, namespace).await?;
-            let mut properties = expected.clone();
+            let mut properties = Properties::clone(&expected);
             let change = PropertiesChange::apply(&mut properties, &removals, &updates);
             let update = Mutation::UpdateNamespace {
                 catalog: record.id,
                 namespace: namespace.clone(),
                 expected,
-                properties,
+                properties: Arc::new(properties),
             };
             let outcome = Outcome::PropertiesChange(change.clone());
             let event =

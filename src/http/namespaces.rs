@@ -5,7 +5,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Deserialize;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::context::Ctx;
@@ -73,16 +75,27 @@ async fn create(
     }))
 }
 
+/// A `GetNamespaceResponse`, serialised straight from the (shared) properties.
+#[derive(Serialize)]
+struct Loaded {
+    namespace: Vec<String>,
+    properties: Arc<Properties>,
+}
+
 async fn load(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
     Path((prefix, raw)): Path<(String, String)>,
-) -> ApiResult<Json<Value>> {
-    let ns = namespace(&raw)?;
-    let properties = state.catalog.load_namespace(&ctx, &prefix, &ns).await?;
-    Ok(Json(
-        json!({ "namespace": ns.levels(), "properties": properties }),
-    ))
+) -> ApiResult<Json<Loaded>> {
+    let namespace = namespace(&raw)?;
+    let properties = state
+        .catalog
+        .load_namespace(&ctx, &prefix, &namespace)
+        .await?;
+    Ok(Json(Loaded {
+        namespace: namespace.levels().to_vec(),
+        properties,
+    }))
 }
 
 async fn exists(

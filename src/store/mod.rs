@@ -29,6 +29,8 @@ mod cache_text;
 pub mod postgres;
 pub mod sqlite;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -146,8 +148,8 @@ pub enum Mutation {
     UpdateNamespace {
         catalog: CatalogId,
         namespace: Namespace,
-        expected: Properties,
-        properties: Properties,
+        expected: Arc<Properties>,
+        properties: Arc<Properties>,
     },
     /// `NamespaceNotEmpty` while it holds namespaces, tables or views.
     DropNamespace {
@@ -453,7 +455,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> StoreResult<Option<Properties>>;
+    ) -> StoreResult<Option<Arc<Properties>>>;
     /// Children of `parent` (the root for top-level namespaces), ordered by name.
     async fn list_namespaces(
         &self,

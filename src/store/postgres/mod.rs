@@ -610,7 +610,7 @@ impl Store for PostgresStore {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> StoreResult<Option<Properties>> {
+    ) -> StoreResult<Option<Arc<Properties>>> {
         let key = namespace.key();
         // One round trip: no row means no catalog, a NULL means no namespace.
         let row = self
@@ -629,7 +629,11 @@ impl Store for PostgresStore {
             })
             .await?;
         let row = row.ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))?;
-        row.get::<_, Option<&str>>(0).map(from_json).transpose()
+        Ok(row
+            .get::<_, Option<&str>>(0)
+            .map(from_json)
+            .transpose()?
+            .map(Arc::new))
     }
 
     async fn list_namespaces(

@@ -1,5 +1,6 @@
-//! The current pointer of each recently loaded table and view, kept in memory so that a
-//! load answers without a database read.
+//! The current pointer of each recently loaded table and view, and the properties of
+//! each recently read namespace, kept in memory so that a load answers without a
+//! database read (or a parse).
 //!
 //! Valid because this process is the database's only writer (the store holds an
 //! exclusive lock on the data directory) and every write goes through the one commit
@@ -18,14 +19,20 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::model::{Ident, ObjectKind};
+use crate::model::{CatalogId, Ident, Namespace, ObjectKind, Properties};
 use crate::store::cache_text::CachedText;
 use crate::store::{Mutation, ObjectKey, Reach, StoredObject};
+
+/// A namespace's own key among the objects' keys: no table or view has an empty name.
+pub(super) fn namespace_key(catalog: CatalogId, namespace: &Namespace) -> ObjectKey {
+    (catalog.0, namespace.key(), String::new())
+}
 
 /// What a write group touches, as far as the cache is concerned.
 pub(super) enum Touched {
     Nothing,
-    /// These objects (a catalog id, a namespace key, a name).
+    /// These objects (a catalog id, a namespace key, a name; an empty name is the
+    /// namespace itself).
     Objects(Vec<ObjectKey>),
     /// Anything (a catalog created, changed or dropped: names may map to other ids).
     All,
@@ -39,6 +46,18 @@ impl Touched {
             if mutation.objects_written(&mut keys) == Reach::Everything {
                 return Touched::All;
             }
+            match mutation {
+                Mutation::CreateNamespace {
+                    catalog, namespace, ..
+                }
+                | Mutation::UpdateNamespace {
+                    catalog, namespace, ..
+                }
+                | Mutation::DropNamespace { catalog, namespace } => {
+                    keys.push(namespace_key(*catalog, namespace))
+                }
+                _ => {}
+            }
         }
         if keys.is_empty() {
             Touched::Nothing
@@ -51,8 +70,8 @@ impl Touched {
 /// Proof of the generation a load saw before it read the database.
 pub(super) struct Ticket(u64);
 
-pub(super) enum Lookup {
-    Hit(StoredObject),
+pub(super) enum Lookup<T = StoredObject> {
+    Hit(T),
     Miss(Ticket),
 }
 
@@ -74,6 +93,8 @@ struct Catalog {
     id: i64,
     /// Namespace key, then object name.
     objects: HashMap<String, HashMap<String, Arc<Cached>>>,
+    /// Namespace key: its properties and their cost.
+    namespaces: HashMap<String, (Arc<Properties>, usize)>,
 }
 
 #[derive(Default)]
@@ -130,6 +151,50 @@ impl ObjectCache {
         })
     }
 
+    pub(super) fn get_namespace(&self, catalog: &str, namespace: &str) -> Lookup<Arc<Properties>> {
+        let inner = self.lock();
+        match inner
+            .catalogs
+            .get(catalog)
+            .and_then(|c| c.namespaces.get(namespace))
+        {
+            Some((properties, _)) => Lookup::Hit(properties.clone()),
+            None => Lookup::Miss(Ticket(inner.generation)),
+        }
+    }
+
+    /// Keeps the properties a read found (`text_len` bytes of JSON in the database) for
+    /// `namespace` of catalog `id`, unless a write overlapped the read.
+    pub(super) fn fill_namespace(
+        &self,
+        ticket: Ticket,
+        catalog: &str,
+        id: CatalogId,
+        namespace: &Namespace,
+        properties: &Arc<Properties>,
+        text_len: usize,
+    ) {
+        let key = namespace_key(id, namespace);
+        let cost = text_len + key.1.len() + 64;
+        if self.budget == 0 || cost > self.budget / 4 {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.generation != ticket.0 || inner.pending_all > 0 || inner.pending.contains_key(&key)
+        {
+            return;
+        }
+        while inner.bytes + cost > self.budget && inner.bytes > 0 {
+            evict_some(&mut inner);
+        }
+        let entry = inner.catalog_entry(catalog, id.0);
+        let old = entry.namespaces.insert(key.1, (properties.clone(), cost));
+        inner.bytes += cost;
+        if let Some((_, old)) = old {
+            inner.bytes -= old;
+        }
+    }
+
     /// Keeps what a load read from the database (catalog `id` holds it), unless a write
     /// overlapped the read.
     pub(super) fn fill(
@@ -162,14 +227,7 @@ impl ObjectCache {
             metadata_location: object.metadata_location.clone(),
             metadata: CachedText::new(&object.metadata),
         };
-        let entry = inner.catalogs.entry(catalog.to_string()).or_default();
-        if entry.id != id {
-            // Dropped and created again since (only possible when empty).
-            *entry = Catalog {
-                id,
-                ..Catalog::default()
-            };
-        }
+        let entry = inner.catalog_entry(catalog, id);
         let old = entry
             .objects
             .entry(namespace)
@@ -178,6 +236,58 @@ impl ObjectCache {
         inner.bytes += cost;
         if let Some(old) = old {
             inner.bytes -= old.size();
+        }
+    }
+
+    /// After a group's COMMIT, before [`ObjectCache::end`]: keeps what `mutations` (those
+    /// of its batches that committed, in order) wrote, so that the next load of what a
+    /// write just changed needs no database read either. Only the commit thread calls
+    /// it, and what it keeps is what the database now holds; loads that read before the
+    /// COMMIT cannot overwrite it (their fills see a newer generation after `end`).
+    pub(super) fn keep_written<'a>(&self, mutations: impl IntoIterator<Item = &'a Mutation>) {
+        if self.budget == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        for mutation in mutations {
+            match mutation {
+                Mutation::UpdateNamespace {
+                    catalog,
+                    namespace,
+                    properties,
+                    ..
+                } => {
+                    let cost = properties
+                        .iter()
+                        .map(|(k, v)| k.len() + v.len() + 6)
+                        .sum::<usize>()
+                        + namespace.key().len()
+                        + 64;
+                    inner.keep(catalog.0, cost, self.budget, |c| {
+                        c.namespaces
+                            .insert(namespace.key(), (properties.clone(), cost))
+                            .map(|(_, old)| old)
+                    });
+                }
+                Mutation::CommitObjects { catalog, writes } => {
+                    for w in writes {
+                        let cost = cost(&w.metadata_location, &w.metadata);
+                        inner.keep(catalog.0, cost, self.budget, |c| {
+                            let cached = Cached {
+                                kind: w.kind,
+                                metadata_location: w.metadata_location.clone(),
+                                metadata: CachedText::new(&w.metadata),
+                            };
+                            c.objects
+                                .entry(w.ident.namespace.key())
+                                .or_default()
+                                .insert(w.ident.name.clone(), Arc::new(cached))
+                                .map(|old| old.size())
+                        });
+                    }
+                }
+                _ => {}
+            }
         }
     }
 
@@ -222,10 +332,54 @@ impl ObjectCache {
     }
 }
 
+impl Inner {
+    /// Inserts (by `insert`, which returns the cost of what it replaced) an entry of
+    /// `cost` into catalog `id`, if that catalog is cached and the entry fits.
+    fn keep(
+        &mut self,
+        id: i64,
+        cost: usize,
+        budget: usize,
+        insert: impl FnOnce(&mut Catalog) -> Option<usize>,
+    ) {
+        if cost > budget / 4 || !self.catalogs.values().any(|c| c.id == id) {
+            return;
+        }
+        while self.bytes + cost > budget && self.bytes > 0 {
+            evict_some(self);
+        }
+        // Eviction may have dropped the catalog's entry.
+        let Some(catalog) = self.catalogs.values_mut().find(|c| c.id == id) else {
+            return;
+        };
+        let replaced = insert(catalog).unwrap_or(0);
+        self.bytes = self.bytes + cost - replaced;
+    }
+
+    /// The entry of catalog `name`, whose id is `id`.
+    fn catalog_entry(&mut self, name: &str, id: i64) -> &mut Catalog {
+        let entry = self.catalogs.entry(name.to_string()).or_default();
+        if entry.id != id {
+            // Dropped and created again since (only possible when empty).
+            *entry = Catalog {
+                id,
+                ..Catalog::default()
+            };
+        }
+        entry
+    }
+}
+
 fn evict(inner: &mut Inner, (id, namespace, name): &(i64, String, String)) {
     let Some(catalog) = inner.catalogs.values_mut().find(|c| c.id == *id) else {
         return;
     };
+    if name.is_empty() {
+        if let Some((_, cost)) = catalog.namespaces.remove(namespace) {
+            inner.bytes -= cost;
+        }
+        return;
+    }
     let Some(names) = catalog.objects.get_mut(namespace) else {
         return;
     };
@@ -246,6 +400,15 @@ fn evict_some(inner: &mut Inner) {
         if let Some(namespace) = catalog.objects.keys().next().cloned() {
             if let Some(names) = catalog.objects.remove(&namespace) {
                 freed = names.values().map(|o| o.size()).sum();
+            }
+            if let Some((_, cost)) = catalog.namespaces.remove(&namespace) {
+                freed += cost;
+            }
+            break;
+        }
+        if let Some(namespace) = catalog.namespaces.keys().next().cloned() {
+            if let Some((_, cost)) = catalog.namespaces.remove(&namespace) {
+                freed = cost;
             }
             break;
         }
@@ -337,6 +500,103 @@ mod tests {
         cache.begin(&Touched::All);
         cache.end(&Touched::All);
         assert_eq!(hit(&cache, "b"), None);
+    }
+
+    #[test]
+    fn a_namespace_write_evicts_its_properties_only() {
+        let cache = ObjectCache::new(1 << 20);
+        let ns = Namespace::root().child("ns");
+        let other = Namespace::root().child("other");
+        let props = |v: &str| Arc::new(Properties::from([("k".to_string(), v.to_string())]));
+        let hit = |namespace: &Namespace| match cache.get_namespace("c", &namespace.key()) {
+            Lookup::Hit(p) => Some(p["k"].clone()),
+            Lookup::Miss(_) => None,
+        };
+        let ticket = |namespace: &Namespace| match cache.get_namespace("c", &namespace.key()) {
+            Lookup::Miss(t) => t,
+            Lookup::Hit(_) => panic!("unexpected hit"),
+        };
+        for namespace in [&ns, &other] {
+            let t = ticket(namespace);
+            cache.fill_namespace(t, "c", CatalogId(1), namespace, &props("1"), 10);
+        }
+        assert_eq!(hit(&ns).as_deref(), Some("1"));
+        // A table's commit leaves namespaces alone.
+        cache.begin(&touched("t"));
+        cache.end(&touched("t"));
+        assert_eq!(hit(&ns).as_deref(), Some("1"));
+        let update = Mutation::UpdateNamespace {
+            catalog: CatalogId(1),
+            namespace: ns.clone(),
+            expected: props("1"),
+            properties: Arc::new(Properties::new()),
+        };
+        let touched = Touched::of([&update]);
+        cache.begin(&touched);
+        assert_eq!(hit(&ns), None);
+        assert_eq!(hit(&other).as_deref(), Some("1"));
+        // A read during the write (the old row) is not kept.
+        let t = ticket(&ns);
+        cache.fill_namespace(t, "c", CatalogId(1), &ns, &props("1"), 10);
+        assert_eq!(hit(&ns), None);
+        cache.end(&touched);
+        let t = ticket(&ns);
+        cache.fill_namespace(t, "c", CatalogId(1), &ns, &props("2"), 10);
+        assert_eq!(hit(&ns).as_deref(), Some("2"));
+        let drop = Mutation::DropNamespace {
+            catalog: CatalogId(1),
+            namespace: ns.clone(),
+        };
+        cache.begin(&Touched::of([&drop]));
+        assert_eq!(hit(&ns), None);
+    }
+
+    #[test]
+    fn a_committed_write_is_kept_for_the_next_load() {
+        let cache = ObjectCache::new(1 << 20);
+        let t = ticket(&cache, "t");
+        cache.fill(t, "c", 1, &ident("t"), &object("v1"));
+        let write = |name: &str, catalog: i64| Mutation::CommitObjects {
+            catalog: CatalogId(catalog),
+            writes: vec![crate::store::ObjectWrite {
+                ident: ident(name),
+                kind: ObjectKind::Table,
+                metadata_location: format!("{name}-v2"),
+                expected_metadata_location: None,
+                metadata: "{}".into(),
+                location: "file:///t".into(),
+                check_location: false,
+            }],
+        };
+        let ns = Namespace::root().child("ns");
+        let update = Mutation::UpdateNamespace {
+            catalog: CatalogId(1),
+            namespace: ns.clone(),
+            expected: Arc::new(Properties::new()),
+            properties: Arc::new(Properties::from([("k".into(), "2".into())])),
+        };
+        // `u` is new; catalog 2 is not cached, so nothing of it is kept.
+        let group = [write("t", 1), write("u", 1), write("w", 2), update];
+        let touched = Touched::of(&group);
+        cache.begin(&touched);
+        cache.keep_written(&group);
+        cache.end(&touched);
+        assert_eq!(hit(&cache, "t").as_deref(), Some("t-v2"));
+        assert_eq!(hit(&cache, "u").as_deref(), Some("u-v2"));
+        assert!(cache.lock().catalogs.values().all(|c| c.id == 1));
+        match cache.get_namespace("c", &ns.key()) {
+            Lookup::Hit(p) => assert_eq!(p["k"], "2"),
+            Lookup::Miss(_) => panic!("the update was not kept"),
+        }
+        let inner = cache.lock();
+        let objects: usize = inner.catalogs["c"]
+            .objects
+            .values()
+            .flat_map(|n| n.values())
+            .map(|o| o.size())
+            .sum();
+        let namespaces: usize = inner.catalogs["c"].namespaces.values().map(|n| n.1).sum();
+        assert_eq!(inner.bytes, objects + namespaces);
     }
 
     #[test]

@@ -119,7 +119,16 @@ fn run(
         let batches: Vec<&WriteBatch> = group.iter().map(|j| &j.batch).collect();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _bracket = Bracket::begin(cache, &batches);
-            commit_group(writer, &batches, journal, &mut trimmed)
+            let results = commit_group(writer, &batches, journal, &mut trimmed);
+            // Each `Ok` committed (a failed COMMIT fails them all).
+            cache.keep_written(
+                batches
+                    .iter()
+                    .zip(&results)
+                    .filter(|(_, result)| result.is_ok())
+                    .map(|(batch, _)| &batch.mutation),
+            );
+            results
         }));
         drop(batches);
         if let Ok(results) = outcome {

@@ -486,20 +486,41 @@ impl Store for SqliteStore {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> StoreResult<Option<Properties>> {
-        self.read(|conn| {
-            let id = catalog_id(conn, catalog)?;
-            let props: Option<String> = conn
-                .prepare_cached(
-                    "SELECT properties FROM namespaces WHERE catalog_id = ?1 AND path = ?2",
-                )
-                .and_then(|mut s| {
-                    s.query_row(params![id.0, namespace.key()], |r| r.get(0))
-                        .optional()
+    ) -> StoreResult<Option<Arc<Properties>>> {
+        let key = namespace.key();
+        let ticket = match self.exclusive.cache.get_namespace(catalog, &key) {
+            Lookup::Hit(properties) => return Ok(Some(properties)),
+            Lookup::Miss(ticket) => ticket,
+        };
+        let (id, text) = self.read(|conn| {
+            // One query: no row means no catalog, a NULL means no namespace.
+            conn.prepare_cached(
+                "SELECT c.id, n.properties FROM catalogs c
+                 LEFT JOIN namespaces n ON n.catalog_id = c.id AND n.path = ?2
+                 WHERE c.name = ?1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![catalog, key], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?))
                 })
-                .map_err(internal)?;
-            props.map(|p| from_json(&p)).transpose()
-        })
+                .optional()
+            })
+            .map_err(internal)?
+            .ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))
+        })?;
+        let Some(text) = text else {
+            return Ok(None);
+        };
+        let properties = Arc::new(from_json(&text)?);
+        self.exclusive.cache.fill_namespace(
+            ticket,
+            catalog,
+            CatalogId(id),
+            namespace,
+            &properties,
+            text.len(),
+        );
+        Ok(Some(properties))
     }
 
     async fn list_namespaces(

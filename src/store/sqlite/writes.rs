@@ -277,11 +277,14 @@ fn update_namespace(
     expected: &Properties,
     properties: &Properties,
 ) -> StoreResult<()> {
+    let (expected, properties) = (to_json(expected)?, to_json(properties)?);
     let updated = tx
-        .execute(
+        .prepare_cached(
             "UPDATE namespaces SET properties = ?4 WHERE catalog_id = ?1 AND path = ?2 AND properties = ?3",
-            params![id.0, namespace.key(), to_json(expected)?, to_json(properties)?],
         )
+        .and_then(|mut s| {
+            s.execute(params![id.0, namespace.key(), expected, properties])
+        })
         .map_err(internal)?;
     if updated == 0 {
         require_namespace(tx, id, namespace)?;
