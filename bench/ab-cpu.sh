@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Two builds of Floe on the side by side's warmed-up read/write mix, with the server's
+# CPU per request (steadier than requests/s on a shared host):
+#
+#   bench/ab-cpu.sh OLD_BINARY NEW_BINARY [RUNS] [RATIO]
+#
+# For each run (default 3) and each binary, alternating: a fresh embedded server
+# (--auth none --log warn), `floe bench create-tree` (the Polaris tree: width 2, depth 7,
+# 5 tables and 3 views per namespace), then `floe bench read-update` at read/write ratio
+# RATIO (default 0.5), 50 users, WARM s of warm-up (default 20) and DUR s measured
+# (default 20). The server's user+system CPU is read from /proc over the measured part;
+# one line per run: requests/s, CPU µs per request, read and write p50/p99 (ms), RSS.
+#
+# Environment: WARM, DUR; ARGS (more `serve` arguments for both sides).
+set -euo pipefail
+OLD=${1:?old binary}
+NEW=${2:?new binary}
+RUNS=${3:-3}
+RATIO=${4:-0.5}
+WARM=${WARM:-20}
+DUR=${DUR:-20}
+TREE=(--namespace-width 2 --namespace-depth 7 --tables-per-namespace 5 --views-per-namespace 3)
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+for r in $(seq "$RUNS"); do
+  for side in old new; do
+    if [[ $side == old ]]; then bin=$OLD; else bin=$NEW; fi
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    dir=$(mktemp -d /tmp/floe-ab-cpu.XXXXXX)
+    # shellcheck disable=SC2086
+    "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" --auth none --log warn ${ARGS:-} > "$dir/log" 2>&1 &
+    pid=$!
+    for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+    "$NEW" bench --quiet --url "http://127.0.0.1:$port" create-tree "${TREE[@]}" > /dev/null 2>&1
+    "$NEW" bench --quiet --url "http://127.0.0.1:$port" read-update "${TREE[@]}" \
+      --read-write-ratio "$RATIO" --users 50 --warmup "${WARM}s" --duration "${DUR}s" > "$dir/out" 2>&1 &
+    bench=$!
+    sleep "$WARM"
+    t0=$(ticks $pid)
+    wait $bench || true
+    t1=$(ticks $pid)
+    rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
+    python3 - "$side" "$r" "$t0" "$t1" "$dir/out" "$rss" <<'PY'
+import re, sys
+side, run, t0, t1, out, rss = sys.argv[1:]
+rows = {}
+for line in open(out):
+    # count, then ok, failed, retried, mean, min, p50, p75, p99, max, req/s
+    m = re.match(r"^\[(Read|Write)\]\s+(\d+)" + r"\s+([\d.]+)" * 10, line)
+    if m:
+        rows[m.group(1)] = (int(m.group(2)), [float(x) for x in m.groups()[2:]])
+n = sum(c for c, _ in rows.values())
+cpu_us = (int(t1) - int(t0)) * 1e4 / max(n, 1)  # ticks are 10 ms
+rps = sum(v[-1] for _, v in rows.values())
+r, w = rows["Read"][1], rows["Write"][1]
+print(f"{side} run {run}: {rps:7.0f} req/s  cpu/req {cpu_us:6.1f} us  "
+      f"read p50 {r[5]:.2f} p99 {r[7]:.2f}  write p50 {w[5]:.2f} p99 {w[7]:.2f}  rss {int(rss)//1024} MiB")
+PY
+    kill $pid; wait $pid 2>/dev/null || true
+    rm -rf "$dir"
+  done
+done
