@@ -118,6 +118,12 @@ fn cost(metadata_location: &str, metadata: &str) -> usize {
     metadata.len() + metadata_location.len() + 64
 }
 
+/// About the bytes of a namespace's properties as JSON, plus its key and the entry.
+fn namespace_cost(key: &str, properties: &Properties) -> usize {
+    let json: usize = properties.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    json + key.len() + 64
+}
+
 impl ObjectCache {
     pub(super) fn new(budget: usize) -> Self {
         ObjectCache {
@@ -163,8 +169,8 @@ impl ObjectCache {
         }
     }
 
-    /// Keeps the properties a read found (`text_len` bytes of JSON in the database) for
-    /// `namespace` of catalog `id`, unless a write overlapped the read.
+    /// Keeps the properties a read found for `namespace` of catalog `id`, unless a
+    /// write overlapped the read.
     pub(super) fn fill_namespace(
         &self,
         ticket: Ticket,
@@ -172,21 +178,17 @@ impl ObjectCache {
         id: CatalogId,
         namespace: &Namespace,
         properties: &Arc<Properties>,
-        text_len: usize,
     ) {
         let key = namespace_key(id, namespace);
-        let cost = text_len + key.1.len() + 64;
+        let cost = namespace_cost(&key.1, properties);
         if self.budget == 0 || cost > self.budget / 4 {
             return;
         }
         let mut inner = self.lock();
-        if inner.generation != ticket.0 || inner.pending_all > 0 || inner.pending.contains_key(&key)
-        {
+        if !inner.fillable(&ticket, &key) {
             return;
         }
-        while inner.bytes + cost > self.budget && inner.bytes > 0 {
-            evict_some(&mut inner);
-        }
+        inner.make_room(cost, self.budget);
         let entry = inner.catalog_entry(catalog, id.0);
         let old = entry.namespaces.insert(key.1, (properties.clone(), cost));
         inner.bytes += cost;
@@ -209,18 +211,12 @@ impl ObjectCache {
         if self.budget == 0 || cost > self.budget / 4 {
             return;
         }
-        let namespace = ident.namespace.key();
+        let key = (id, ident.namespace.key(), ident.name.clone());
         let mut inner = self.lock();
-        if inner.generation != ticket.0 || inner.pending_all > 0 {
+        if !inner.fillable(&ticket, &key) {
             return;
         }
-        let key = (id, namespace, ident.name.clone());
-        if inner.pending.contains_key(&key) {
-            return;
-        }
-        while inner.bytes + cost > self.budget && inner.bytes > 0 {
-            evict_some(&mut inner);
-        }
+        inner.make_room(cost, self.budget);
         let (_, namespace, name) = key;
         let cached = Cached {
             kind: object.kind,
@@ -257,15 +253,11 @@ impl ObjectCache {
                     properties,
                     ..
                 } => {
-                    let cost = properties
-                        .iter()
-                        .map(|(k, v)| k.len() + v.len() + 6)
-                        .sum::<usize>()
-                        + namespace.key().len()
-                        + 64;
+                    let key = namespace.key();
+                    let cost = namespace_cost(&key, properties);
                     inner.keep(catalog.0, cost, self.budget, |c| {
                         c.namespaces
-                            .insert(namespace.key(), (properties.clone(), cost))
+                            .insert(key, (properties.clone(), cost))
                             .map(|(_, old)| old)
                     });
                 }
@@ -345,15 +337,26 @@ impl Inner {
         if cost > budget / 4 || !self.catalogs.values().any(|c| c.id == id) {
             return;
         }
-        while self.bytes + cost > budget && self.bytes > 0 {
-            evict_some(self);
-        }
+        self.make_room(cost, budget);
         // Eviction may have dropped the catalog's entry.
         let Some(catalog) = self.catalogs.values_mut().find(|c| c.id == id) else {
             return;
         };
         let replaced = insert(catalog).unwrap_or(0);
         self.bytes = self.bytes + cost - replaced;
+    }
+
+    /// Whether a load's read, made with `ticket`, may fill the entry of `key`: no write
+    /// began since the ticket, and none that may touch `key` is in flight.
+    fn fillable(&self, ticket: &Ticket, key: &ObjectKey) -> bool {
+        self.generation == ticket.0 && self.pending_all == 0 && !self.pending.contains_key(key)
+    }
+
+    /// Evicts until `cost` more bytes fit in `budget`.
+    fn make_room(&mut self, cost: usize, budget: usize) {
+        while self.bytes + cost > budget && self.bytes > 0 {
+            evict_some(self);
+        }
     }
 
     /// The entry of catalog `name`, whose id is `id`.
@@ -518,7 +521,7 @@ mod tests {
         };
         for namespace in [&ns, &other] {
             let t = ticket(namespace);
-            cache.fill_namespace(t, "c", CatalogId(1), namespace, &props("1"), 10);
+            cache.fill_namespace(t, "c", CatalogId(1), namespace, &props("1"));
         }
         assert_eq!(hit(&ns).as_deref(), Some("1"));
         // A table's commit leaves namespaces alone.
@@ -537,11 +540,11 @@ mod tests {
         assert_eq!(hit(&other).as_deref(), Some("1"));
         // A read during the write (the old row) is not kept.
         let t = ticket(&ns);
-        cache.fill_namespace(t, "c", CatalogId(1), &ns, &props("1"), 10);
+        cache.fill_namespace(t, "c", CatalogId(1), &ns, &props("1"));
         assert_eq!(hit(&ns), None);
         cache.end(&touched);
         let t = ticket(&ns);
-        cache.fill_namespace(t, "c", CatalogId(1), &ns, &props("2"), 10);
+        cache.fill_namespace(t, "c", CatalogId(1), &ns, &props("2"));
         assert_eq!(hit(&ns).as_deref(), Some("2"));
         let drop = Mutation::DropNamespace {
             catalog: CatalogId(1),

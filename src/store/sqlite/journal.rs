@@ -42,8 +42,8 @@ CREATE TABLE file_journal (
 
 /// Entries that name the object row holding their text (`metadata` `NULL`), and the
 /// triggers that copy a row's text into its entry before the row stops holding it. A
-/// trigger fires on every path that moves a row on (commit, rename, drop, a namespace's
-/// cascade), present or future. The rebuild keeps any entry a crash left.
+/// trigger fires on every path that moves a row on (commit, rename, drop), present or
+/// future. The rebuild keeps any entry a crash left.
 pub(super) const BY_REFERENCE_MIGRATION: &str = r#"
 CREATE TABLE file_journal_new (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -512,14 +512,9 @@ impl Store for SqliteStore {
             return Ok(None);
         };
         let properties = Arc::new(from_json(&text)?);
-        self.exclusive.cache.fill_namespace(
-            ticket,
-            catalog,
-            CatalogId(id),
-            namespace,
-            &properties,
-            text.len(),
-        );
+        self.exclusive
+            .cache
+            .fill_namespace(ticket, catalog, CatalogId(id), namespace, &properties);
         Ok(Some(properties))
     }
 
@@ -769,6 +764,25 @@ mod tests {
         }
     }
 
+    /// `mutation` with its new metadata files kept by the file journal.
+    fn journaled(mutation: Mutation) -> WriteBatch {
+        let mut batch = WriteBatch::new(mutation, 0);
+        batch.journal_files = true;
+        batch
+    }
+
+    /// The journal's entries, as a restore is handed them (which forgets them).
+    fn restored(store: &SqliteStore) -> Vec<(String, String)> {
+        let mut kept = Vec::new();
+        store
+            .restore_file_journal(|entries| {
+                kept = entries.to_vec();
+                Ok(0)
+            })
+            .unwrap();
+        kept
+    }
+
     /// Catalog `c` with namespace `db`.
     async fn catalog(store: &SqliteStore) {
         let record = crate::model::CatalogRecord {
@@ -815,40 +829,22 @@ mod tests {
         let store = SqliteStore::open(&dir.path().join("catalog.db")).unwrap();
         catalog(&store).await;
         let marks = store.file_journal();
-        let journaled = |n: u32| {
-            let mut batch = WriteBatch::new(commit(n), 0);
-            batch.journal_files = true;
-            batch
-        };
         for n in 0..3 {
-            store.write(journaled(n)).await.unwrap();
+            store.write(journaled(commit(n))).await.unwrap();
         }
         // A refused commit keeps nothing.
-        assert!(store.write(journaled(1)).await.is_err());
+        assert!(store.write(journaled(commit(1))).await.is_err());
         assert_eq!(marks.committed(), 3);
         // Rounds covered the first two: the next group deletes them.
         marks.mark_synced(2);
-        store.write(journaled(3)).await.unwrap();
-        let mut kept = Vec::new();
-        store
-            .restore_file_journal(|entries| {
-                kept = entries.to_vec();
-                Ok(0)
-            })
-            .unwrap();
+        store.write(journaled(commit(3))).await.unwrap();
+        let kept = restored(&store);
         let expected = |n: u32| (location(n), format!("{{\"v\":{n}}}"));
         // Version 2's text was copied when version 3 replaced it in the row; version 3's
         // is still the row's.
         assert_eq!(kept, vec![expected(2), expected(3)]);
         // Restored entries are forgotten.
-        let mut again = 0;
-        store
-            .restore_file_journal(|entries| {
-                again = entries.len();
-                Ok(0)
-            })
-            .unwrap();
-        assert_eq!(again, 0);
+        assert_eq!(restored(&store), vec![]);
     }
 
     #[tokio::test]
@@ -856,9 +852,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(&dir.path().join("catalog.db")).unwrap();
         catalog(&store).await;
-        let mut batch = WriteBatch::new(commit(0), 0);
-        batch.journal_files = true;
-        store.write(batch).await.unwrap();
+        store.write(journaled(commit(0))).await.unwrap();
         let renamed = Ident::new(Namespace::root().child("db"), "u".into()).unwrap();
         let rename = Mutation::RenameObject {
             catalog: C,
@@ -874,15 +868,11 @@ mod tests {
         other.metadata_location = "file:///wh/o/metadata/00000.json".into();
         other.metadata = "{\"o\":0}".into();
         other.location = "file:///wh/o/".into();
-        let mut batch = WriteBatch::new(
-            Mutation::CommitObjects {
-                catalog: C,
-                writes: vec![other.clone()],
-            },
-            0,
-        );
-        batch.journal_files = true;
-        store.write(batch).await.unwrap();
+        let commit_other = Mutation::CommitObjects {
+            catalog: C,
+            writes: vec![other.clone()],
+        };
+        store.write(journaled(commit_other)).await.unwrap();
         let drop = Mutation::DropObject {
             catalog: C,
             kind: ObjectKind::Table,
@@ -891,13 +881,7 @@ mod tests {
             retain: None,
         };
         store.write(WriteBatch::new(drop, 0)).await.unwrap();
-        let mut kept = Vec::new();
-        store
-            .restore_file_journal(|entries| {
-                kept = entries.to_vec();
-                Ok(0)
-            })
-            .unwrap();
+        let kept = restored(&store);
         assert_eq!(
             kept,
             vec![
