@@ -674,12 +674,10 @@ async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
             .collect()
     };
     let update = |expected: Properties, properties: Properties| {
-        batch(Mutation::UpdateNamespace {
-            catalog: c.id,
-            namespace: ns(&["db"]),
-            expected: expected.into(),
-            properties: properties.into(),
-        })
+        batch(
+            Mutation::update_namespace(c.id, ns(&["db"]), expected.into(), properties.into())
+                .unwrap(),
+        )
     };
     store
         .write(update(Properties::new(), props(&[("a", "1")])))
@@ -695,12 +693,15 @@ async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
         store.get_namespace("c", &ns(&["db"])).await.unwrap(),
         Some(std::sync::Arc::new(props(&[("a", "1")])))
     );
-    let missing = batch(Mutation::UpdateNamespace {
-        catalog: c.id,
-        namespace: ns(&["none"]),
-        expected: Properties::new().into(),
-        properties: Properties::new().into(),
-    });
+    let missing = batch(
+        Mutation::update_namespace(
+            c.id,
+            ns(&["none"]),
+            Properties::new().into(),
+            Properties::new().into(),
+        )
+        .unwrap(),
+    );
     assert!(matches!(
         store.write(missing).await,
         Err(StoreError::NamespaceMissing(_))

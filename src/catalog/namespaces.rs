@@ -148,12 +148,12 @@ impl Catalog {
             let expected = self.namespace_properties(catalog, namespace).await?;
             let mut properties = Properties::clone(&expected);
             let change = PropertiesChange::apply(&mut properties, &removals, &updates);
-            let update = Mutation::UpdateNamespace {
-                catalog: record.id,
-                namespace: namespace.clone(),
+            let update = Mutation::update_namespace(
+                record.id,
+                namespace.clone(),
                 expected,
-                properties: Arc::new(properties),
-            };
+                Arc::new(properties),
+            )?;
             let outcome = Outcome::PropertiesChange(change.clone());
             let event =
                 Draft::namespace(Operation::UpdateNamespaceProperties, record.id, namespace)

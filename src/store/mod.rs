@@ -145,11 +145,17 @@ pub enum Mutation {
         properties: Properties,
     },
     /// Replaces the properties if they are still `expected` (`Conflict` otherwise).
+    /// Built by [`Mutation::update_namespace`], which also serialises both.
     UpdateNamespace {
         catalog: CatalogId,
         namespace: Namespace,
         expected: Arc<Properties>,
         properties: Arc<Properties>,
+        /// `expected` and `properties` as the stored JSON text: serialised by the
+        /// request, so that the store's serial commit path does not (the properties of a
+        /// namespace only grow, and the embedded store's one commit thread paid for both).
+        expected_json: String,
+        properties_json: String,
     },
     /// `NamespaceNotEmpty` while it holds namespaces, tables or views.
     DropNamespace {
@@ -225,6 +231,23 @@ pub enum Reach {
 }
 
 impl Mutation {
+    /// The swap of a namespace's properties from `expected` to `properties`.
+    pub fn update_namespace(
+        catalog: CatalogId,
+        namespace: Namespace,
+        expected: Arc<Properties>,
+        properties: Arc<Properties>,
+    ) -> StoreResult<Mutation> {
+        Ok(Mutation::UpdateNamespace {
+            catalog,
+            namespace,
+            expected_json: to_json(&*expected)?,
+            properties_json: to_json(&*properties)?,
+            expected,
+            properties,
+        })
+    }
+
     /// Adds the tables and views this mutation writes to `into`. The embedded store's
     /// cache evicts them; PostgreSQL's commit queue orders groups that share one.
     pub fn objects_written(&self, into: &mut impl Extend<ObjectKey>) -> Reach {

@@ -56,9 +56,10 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
         Mutation::UpdateNamespace {
             catalog,
             namespace,
-            expected,
-            properties,
-        } => update_namespace(q, *catalog, namespace, expected, properties).await?,
+            expected_json,
+            properties_json,
+            ..
+        } => update_namespace(q, *catalog, namespace, expected_json, properties_json).await?,
         Mutation::DropNamespace { catalog, namespace } => {
             drop_namespace(q, *catalog, namespace).await?
         }
@@ -298,10 +299,10 @@ async fn update_namespace(
     q: &impl Queries,
     id: CatalogId,
     namespace: &Namespace,
-    expected: &Properties,
-    properties: &Properties,
+    expected: &str,
+    properties: &str,
 ) -> Attempt<()> {
-    let (key, expected, properties) = (namespace.key(), to_json(expected)?, to_json(properties)?);
+    let key = namespace.key();
     let row = q
         .query_opt_typed(
             "SELECT properties = $3 FROM namespaces WHERE catalog_id = $1 AND path = $2 FOR UPDATE",

@@ -528,12 +528,13 @@ mod tests {
         cache.begin(&touched("t"));
         cache.end(&touched("t"));
         assert_eq!(hit(&ns).as_deref(), Some("1"));
-        let update = Mutation::UpdateNamespace {
-            catalog: CatalogId(1),
-            namespace: ns.clone(),
-            expected: props("1"),
-            properties: Arc::new(Properties::new()),
-        };
+        let update = Mutation::update_namespace(
+            CatalogId(1),
+            ns.clone(),
+            props("1"),
+            Arc::new(Properties::new()),
+        )
+        .unwrap();
         let touched = Touched::of([&update]);
         cache.begin(&touched);
         assert_eq!(hit(&ns), None);
@@ -572,12 +573,13 @@ mod tests {
             }],
         };
         let ns = Namespace::root().child("ns");
-        let update = Mutation::UpdateNamespace {
-            catalog: CatalogId(1),
-            namespace: ns.clone(),
-            expected: Arc::new(Properties::new()),
-            properties: Arc::new(Properties::from([("k".into(), "2".into())])),
-        };
+        let update = Mutation::update_namespace(
+            CatalogId(1),
+            ns.clone(),
+            Arc::new(Properties::new()),
+            Arc::new(Properties::from([("k".into(), "2".into())])),
+        )
+        .unwrap();
         // `u` is new; catalog 2 is not cached, so nothing of it is kept.
         let group = [write("t", 1), write("u", 1), write("w", 2), update];
         let touched = Touched::of(&group);

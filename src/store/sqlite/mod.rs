@@ -204,10 +204,15 @@ fn open_connection(path: &Path) -> anyhow::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .with_context(|| format!("opening {}", path.display()))?;
+    // `temp_store = MEMORY`: each batch of a commit group runs in a savepoint, which
+    // keeps the original of every page it changes in a sub-journal. In memory, that is a
+    // copy; in a temporary file (the default past 64 KiB) it was a `pwrite` per page, 5%
+    // of the CPU in a 50/50 mix. It stays small: a RELEASE empties it, batch by batch.
     conn.execute_batch(
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = FULL;
          PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;
          PRAGMA busy_timeout = 10000;",
     )?;
     // Plans must not depend on bound values. Otherwise SQLite marks a statement whose
@@ -889,6 +894,35 @@ mod tests {
                 (other.metadata_location, other.metadata),
             ]
         );
+    }
+
+    #[test]
+    fn a_savepoint_keeps_its_sub_journal_in_memory() {
+        // SQLite names its temporary files `etilqs_*` and unlinks them at once; a spilled
+        // sub-journal would show as such an open file of this process.
+        let temp_files = || {
+            std::fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().contains("etilqs_"))
+                .count()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = open_connection(&dir.path().join("q.db")).unwrap();
+        conn.execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)")
+            .unwrap();
+        for k in 0..100 {
+            conn.execute("INSERT INTO t VALUES (?1, zeroblob(4000))", [k])
+                .unwrap();
+        }
+        let tx = conn.transaction().unwrap();
+        tx.execute_batch("SAVEPOINT batch").unwrap();
+        // About 100 pages that existed before the transaction: far past the 64 KiB a
+        // sub-journal keeps in memory by default.
+        tx.execute("UPDATE t SET v = zeroblob(4001)", []).unwrap();
+        assert_eq!(temp_files(), 0, "the sub-journal spilled to a file");
+        tx.execute_batch("RELEASE batch").unwrap();
+        tx.commit().unwrap();
     }
 
     #[test]

@@ -53,9 +53,10 @@ fn apply_mutation(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> 
         Mutation::UpdateNamespace {
             catalog,
             namespace,
-            expected,
-            properties,
-        } => update_namespace(tx, *catalog, namespace, expected, properties)?,
+            expected_json,
+            properties_json,
+            ..
+        } => update_namespace(tx, *catalog, namespace, expected_json, properties_json)?,
         Mutation::DropNamespace { catalog, namespace } => drop_namespace(tx, *catalog, namespace)?,
         Mutation::CommitObjects { catalog, writes } => {
             for write in writes {
@@ -274,10 +275,9 @@ fn update_namespace(
     tx: &Transaction,
     id: CatalogId,
     namespace: &Namespace,
-    expected: &Properties,
-    properties: &Properties,
+    expected: &str,
+    properties: &str,
 ) -> StoreResult<()> {
-    let (expected, properties) = (to_json(expected)?, to_json(properties)?);
     let updated = tx
         .prepare_cached(
             "UPDATE namespaces SET properties = ?4 WHERE catalog_id = ?1 AND path = ?2 AND properties = ?3",
