@@ -9,7 +9,8 @@
 # 5 tables and 3 views per namespace), then `floe bench read-update` at read/write ratio
 # RATIO (default 0.5), 50 users, WARM s of warm-up (default 20) and DUR s measured
 # (default 20). The server's user+system CPU is read from /proc over the measured part;
-# one line per run: requests/s, CPU µs per request, read and write p50/p99 (ms), RSS.
+# one line per run: requests/s, CPU µs per request, read and write p50/p99 (ms), RSS,
+# and the CPU of the embedded store's commit thread (its one serial section) per write.
 #
 # Environment: WARM, DUR; ARGS (more `serve` arguments for both sides).
 set -euo pipefail
@@ -21,6 +22,8 @@ WARM=${WARM:-20}
 DUR=${DUR:-20}
 TREE=(--namespace-width 2 --namespace-depth 7 --tables-per-namespace 5 --views-per-namespace 3)
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# The commit thread's ticks (thread names are cut to 15 bytes in comm).
+cticks() { for t in /proc/"$1"/task/*; do if grep -q floe-sqlite-com "$t/comm"; then awk '{print $14+$15}' "$t/stat"; fi; done; }
 for r in $(seq "$RUNS"); do
   for side in old new; do
     if [[ $side == old ]]; then bin=$OLD; else bin=$NEW; fi
@@ -35,13 +38,13 @@ for r in $(seq "$RUNS"); do
       --read-write-ratio "$RATIO" --users 50 --warmup "${WARM}s" --duration "${DUR}s" > "$dir/out" 2>&1 &
     bench=$!
     sleep "$WARM"
-    t0=$(ticks $pid)
+    t0=$(ticks $pid); c0=$(cticks $pid)
     wait $bench || true
-    t1=$(ticks $pid)
+    t1=$(ticks $pid); c1=$(cticks $pid)
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
-    python3 - "$side" "$r" "$t0" "$t1" "$dir/out" "$rss" <<'PY'
+    python3 - "$side" "$r" "$t0" "$t1" "$dir/out" "$rss" "$c0" "$c1" <<'PY'
 import re, sys
-side, run, t0, t1, out, rss = sys.argv[1:]
+side, run, t0, t1, out, rss, c0, c1 = sys.argv[1:]
 rows = {}
 for line in open(out):
     # count, then ok, failed, retried, mean, min, p50, p75, p99, max, req/s
@@ -53,7 +56,8 @@ cpu_us = (int(t1) - int(t0)) * 1e4 / max(n, 1)  # ticks are 10 ms
 rps = sum(v[-1] for _, v in rows.values())
 r, w = rows["Read"][1], rows["Write"][1]
 print(f"{side} run {run}: {rps:7.0f} req/s  cpu/req {cpu_us:6.1f} us  "
-      f"read p50 {r[5]:.2f} p99 {r[7]:.2f}  write p50 {w[5]:.2f} p99 {w[7]:.2f}  rss {int(rss)//1024} MiB")
+      f"read p50 {r[5]:.2f} p99 {r[7]:.2f}  write p50 {w[5]:.2f} p99 {w[7]:.2f}  rss {int(rss)//1024} MiB  "
+      f"commit thread {(int(c1)-int(c0))*1e4/max(rows['Write'][0],1):.1f} us/write")
 PY
     kill $pid; wait $pid 2>/dev/null || true
     rm -rf "$dir"
