@@ -674,10 +674,7 @@ async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
             .collect()
     };
     let update = |expected: Properties, properties: Properties| {
-        batch(
-            Mutation::update_namespace(c.id, ns(&["db"]), expected.into(), properties.into())
-                .unwrap(),
-        )
+        batch(Mutation::update_namespace(c.id, ns(&["db"]), &expected, properties.into()).unwrap())
     };
     store
         .write(update(Properties::new(), props(&[("a", "1")])))
@@ -697,7 +694,7 @@ async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
         Mutation::update_namespace(
             c.id,
             ns(&["none"]),
-            Properties::new().into(),
+            &Properties::new(),
             Properties::new().into(),
         )
         .unwrap(),

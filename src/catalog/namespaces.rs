@@ -151,7 +151,7 @@ impl Catalog {
             let update = Mutation::update_namespace(
                 record.id,
                 namespace.clone(),
-                expected,
+                &expected,
                 Arc::new(properties),
             )?;
             let outcome = Outcome::PropertiesChange(change.clone());

@@ -144,14 +144,14 @@ pub enum Mutation {
         namespace: Namespace,
         properties: Properties,
     },
-    /// Replaces the properties if they are still `expected` (`Conflict` otherwise).
-    /// Built by [`Mutation::update_namespace`], which also serialises both.
+    /// Replaces the properties if they are still those of `expected_json` (`Conflict`
+    /// otherwise). Built by [`Mutation::update_namespace`].
     UpdateNamespace {
         catalog: CatalogId,
         namespace: Namespace,
-        expected: Arc<Properties>,
+        /// The new properties (the embedded store's cache keeps them once committed).
         properties: Arc<Properties>,
-        /// `expected` and `properties` as the stored JSON text: serialised by the
+        /// The expected and the new properties as the stored JSON text: serialised by the
         /// request, so that the store's serial commit path does not (the properties of a
         /// namespace only grow, and the embedded store's one commit thread paid for both).
         expected_json: String,
@@ -235,15 +235,14 @@ impl Mutation {
     pub fn update_namespace(
         catalog: CatalogId,
         namespace: Namespace,
-        expected: Arc<Properties>,
+        expected: &Properties,
         properties: Arc<Properties>,
     ) -> StoreResult<Mutation> {
         Ok(Mutation::UpdateNamespace {
             catalog,
             namespace,
-            expected_json: to_json(&*expected)?,
+            expected_json: to_json(expected)?,
             properties_json: to_json(&*properties)?,
-            expected,
             properties,
         })
     }

@@ -531,7 +531,7 @@ mod tests {
         let update = Mutation::update_namespace(
             CatalogId(1),
             ns.clone(),
-            props("1"),
+            &props("1"),
             Arc::new(Properties::new()),
         )
         .unwrap();
@@ -576,7 +576,7 @@ mod tests {
         let update = Mutation::update_namespace(
             CatalogId(1),
             ns.clone(),
-            Arc::new(Properties::new()),
+            &Properties::new(),
             Arc::new(Properties::from([("k".into(), "2".into())])),
         )
         .unwrap();
