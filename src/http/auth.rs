@@ -76,7 +76,8 @@ pub async fn authenticate(state: &AppState, request: &mut Request) -> Result<(),
             "Authentication required: send Authorization: Bearer <token> (client credentials at /v1/oauth/tokens)",
         ));
     };
-    match state.catalog.authenticate(&token).await {
+    let authenticated = state.catalog.authenticate(token).await;
+    match authenticated {
         Ok((principal, access)) => {
             request.extensions_mut().insert(principal);
             request.extensions_mut().insert::<Arc<_>>(access);
@@ -86,11 +87,11 @@ pub async fn authenticate(state: &AppState, request: &mut Request) -> Result<(),
     }
 }
 
-fn bearer(headers: &HeaderMap) -> Option<String> {
+fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
-    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty())
-        .then(|| token.trim().to_string())
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
 }
 
 fn unauthorized(message: &str) -> Response {

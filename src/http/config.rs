@@ -2,12 +2,12 @@
 
 use axum::extract::State;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::{json, Value};
 
 use super::error::ApiResult;
 use super::extract::Params;
-use super::AppState;
+use super::{AppState, Routes};
 
 /// Every endpoint this server implements, as the spec's `endpoints` list spells them.
 /// Clients (the Java client, DuckDB, PyIceberg) trust this list: keep it exact.
@@ -41,8 +41,8 @@ pub const ENDPOINTS: &[&str] = &[
     "POST /v1/{prefix}/events",
 ];
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/config", get(get_config))
+pub fn routes(routes: Routes) -> Routes {
+    routes.route("/config", get(get_config))
 }
 
 async fn get_config(State(state): State<AppState>, params: Params) -> ApiResult<Json<Value>> {

@@ -9,17 +9,17 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult};
-use super::AppState;
+use super::{AppState, Routes};
 use crate::model::{Ident, Namespace};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes(routes: Routes) -> Routes {
+    routes
         .route("/catalogs/{catalog}/dropped", get(list))
         .route("/catalogs/{catalog}/dropped/{id}/undrop", post(undrop))
         .route("/catalogs/{catalog}/dropped/{id}", delete(purge))

@@ -3,17 +3,17 @@
 
 use axum::extract::{Path, State};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Json;
 use serde_json::Value;
 
 use super::context::Ctx;
 use super::error::ApiResult;
 use super::extract::JsonBody;
-use super::AppState;
+use super::{AppState, Routes};
 use crate::events::query::QueryEventsRequest;
 
-pub fn routes() -> Router<AppState> {
-    Router::new().route("/{prefix}/events", post(query))
+pub fn routes(routes: Routes) -> Routes {
+    routes.route("/{prefix}/events", post(query))
 }
 
 async fn query(

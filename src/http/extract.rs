@@ -4,7 +4,7 @@
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -32,6 +32,31 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad_request(format!("Malformed request body: {e}")))
+    }
+}
+
+/// The request's `If-None-Match` values: only those, where axum's `HeaderMap` extractor
+/// would clone every header of every load.
+pub struct IfNoneMatch(Vec<HeaderValue>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IfNoneMatch {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let values = parts.headers.get_all(header::IF_NONE_MATCH).iter();
+        Ok(IfNoneMatch(values.cloned().collect()))
+    }
+}
+
+impl IfNoneMatch {
+    /// Whether `tag` is among the values (lists and weak tags included), or they hold `*`.
+    pub fn matches(&self, tag: &str) -> bool {
+        self.0
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|v| v.trim().trim_start_matches("W/"))
+            .any(|v| v == tag || v == "*")
     }
 }
 
@@ -133,4 +158,18 @@ pub fn identifiers_page(items: &[Ident], next_page_token: Option<String>) -> ser
         .map(|i| serde_json::json!({ "namespace": i.namespace.levels(), "name": i.name }))
         .collect();
     serde_json::json!({ "identifiers": identifiers, "next-page-token": next_page_token })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_none_match_accepts_lists_and_weak_tags() {
+        let values = IfNoneMatch(vec![HeaderValue::from_static("\"x\", W/\"abc\"")]);
+        assert!(values.matches("\"abc\""));
+        assert!(!values.matches("\"abd\""));
+        assert!(IfNoneMatch(vec![HeaderValue::from_static("*")]).matches("\"abd\""));
+        assert!(!IfNoneMatch(Vec::new()).matches("\"abc\""));
+    }
 }

@@ -13,11 +13,13 @@
 //!   commit (nothing of it is applied) and answers with the first one's outcome.
 
 use std::convert::Infallible;
+use std::task::{Context, Poll};
 
 use axum::body::{to_bytes, Body};
 use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::future::{BoxFuture, Either};
 use tower_service::Service;
 
 use super::context::RequestId;
@@ -51,12 +53,63 @@ fn is_final(status: StatusCode) -> bool {
 
 /// Whether `request` takes the idempotency path: a mutation with a key. Reads and
 /// mutations without a key go straight through (this sits on every request's path).
-pub(super) fn is_keyed_mutation(request: &Request) -> bool {
+fn is_keyed_mutation(request: &Request) -> bool {
     is_mutation(request.method()) && request.headers().contains_key(HEADER)
 }
 
+/// The route layer that sends keyed mutations down the idempotency path. Written by hand,
+/// not with `middleware::from_fn`: every other request (every read) then goes straight to
+/// its handler, with no boxed future and no boxed `Next` of its own.
+#[derive(Clone)]
+pub struct IdempotencyLayer(pub AppState);
+
+impl<S> tower_layer::Layer<S> for IdempotencyLayer {
+    type Service = Idempotency<S>;
+
+    fn layer(&self, inner: S) -> Idempotency<S> {
+        Idempotency {
+            state: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// [`IdempotencyLayer`] around one route.
+#[derive(Clone)]
+pub struct Idempotency<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> Service<Request> for Idempotency<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response, Infallible>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        if !is_keyed_mutation(&request) {
+            return Either::Left(self.inner.call(request));
+        }
+        // The service that was made ready goes with the request; a clone stays behind.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let state = self.state.clone();
+        Either::Right(Box::pin(async move {
+            Ok(idempotent(state, request, inner).await)
+        }))
+    }
+}
+
 /// A mutation with an `Idempotency-Key`: replay, refuse, or run and record.
-pub(super) async fn idempotent<S>(state: AppState, request: Request, mut inner: S) -> Response
+async fn idempotent<S>(state: AppState, request: Request, mut inner: S) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible>,
 {

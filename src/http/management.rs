@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -13,18 +13,16 @@ use super::context::Ctx;
 use super::error::ApiResult;
 use super::extract::JsonBody;
 use super::outcome::render;
-use super::AppState;
+use super::{AppState, Routes};
 use crate::catalog::catalogs::NewCatalog;
 use crate::catalog::Outcome;
 use crate::model::{CatalogRecord, Properties};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/catalogs", get(list).post(create))
-        .route(
-            "/catalogs/{name}",
-            get(load).put(update).delete(drop_catalog),
-        )
+pub fn routes(routes: Routes) -> Routes {
+    routes.route("/catalogs", get(list).post(create)).route(
+        "/catalogs/{name}",
+        get(load).put(update).delete(drop_catalog),
+    )
 }
 
 pub fn catalog_json(catalog: &CatalogRecord) -> Value {

@@ -7,8 +7,9 @@
 //! - `events`: the REST events endpoint (the change-event outbox, page by page).
 //! - `management`: Polaris's management API for catalogs; `dropped`: Floe's undrop
 //!   endpoints beside it.
-//! - `context`: the `Ctx` extractor (the catalog's request context); `idempotency`:
-//!   the `Idempotency-Key` layer; `outcome`: rendering of catalog outcomes.
+//! - `front`: what every request goes through (request id, authentication, metrics, the
+//!   access log); `context`: the `Ctx` extractor (the catalog's request context);
+//!   `idempotency`: the `Idempotency-Key` layer; `outcome`: rendering of catalog outcomes.
 //! - `error`: the single mapping of errors to statuses and Iceberg exception types.
 //! - `access_log`: the per-request log line, written off the request path.
 //! - `console`: the web console (`/ui`) and the OpenAPI documents (`/openapi`), embedded.
@@ -26,6 +27,7 @@ mod dropped;
 pub mod error;
 mod events;
 mod extract;
+mod front;
 pub mod idempotency;
 mod management;
 mod namespaces;
@@ -35,17 +37,14 @@ mod tables;
 mod views;
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, MethodRouter};
 use axum::Router;
 
 use crate::catalog::Catalog;
-use context::RequestId;
 use error::ApiError;
 
 /// What every handler can reach. One `Arc`: the router clones the state (with each
@@ -87,22 +86,20 @@ pub struct HttpSettings {
 }
 
 pub fn router(state: AppState, settings: &HttpSettings) -> Router {
-    let iceberg = Router::new()
-        .route("/oauth/tokens", axum::routing::post(auth::token))
-        .merge(config::routes())
-        .merge(namespaces::routes())
-        .merge(events::routes())
-        .merge(tables::routes())
-        .merge(views::routes());
+    let iceberg = |base| {
+        let routes = Routes::under(base).route("/oauth/tokens", axum::routing::post(auth::token));
+        let routes = config::routes(routes);
+        let routes = namespaces::routes(routes);
+        let routes = events::routes(routes);
+        let routes = tables::routes(routes);
+        views::routes(routes).0
+    };
+    let management = Routes::under("/api/management/v1");
+    let management = dropped::routes(principals::routes(management::routes(management))).0;
     Router::new()
-        .nest("/v1", iceberg.clone())
-        .nest("/api/catalog/v1", iceberg)
-        .nest(
-            "/api/management/v1",
-            management::routes()
-                .merge(principals::routes())
-                .merge(dropped::routes()),
-        )
+        .merge(iceberg("/v1"))
+        .merge(iceberg("/api/catalog/v1"))
+        .merge(management)
         .route(
             "/api/catalog/polaris/v1/{catalog}/applicable-policies",
             get(management::applicable_policies),
@@ -113,15 +110,30 @@ pub fn router(state: AppState, settings: &HttpSettings) -> Router {
         .merge(console::routes(&settings.console))
         // A route layer, added before the 405 fallback, so that the fallback stays outside
         // it: an undeclared method is a 405 even when it carries a reused Idempotency-Key.
-        // One layer for both of its jobs: each costs a boxed clone per request.
-        .route_layer(middleware::from_fn_with_state(state.clone(), routed))
+        .route_layer(idempotency::IdempotencyLayer(state.clone()))
         .fallback(unknown_route)
         .method_not_allowed_fallback(method_not_allowed)
-        // One outer layer for what every request goes through (request id, log line,
-        // authentication): each `from_fn` layer costs a boxed clone per request.
-        .layer(middleware::from_fn_with_state(state.clone(), front))
+        // What every request goes through (request id, log line, metrics, authentication).
+        .layer(front::FrontLayer(state.clone()))
         .layer(DefaultBodyLimit::max(settings.max_body_bytes))
         .with_state(state)
+}
+
+/// A set of routes under one base path, registered with their full paths. Not
+/// `Router::nest`: that wraps every nested route in a layer that rewrites the request's
+/// URI (a new allocation) and adds a boxed service clone, on every request.
+pub struct Routes(Router<AppState>, &'static str);
+
+impl Routes {
+    fn under(base: &'static str) -> Self {
+        Routes(Router::new(), base)
+    }
+
+    /// Adds `path` (relative to the base) with its handlers.
+    pub fn route(self, path: &str, handlers: MethodRouter<AppState>) -> Self {
+        let Routes(router, base) = self;
+        Routes(router.route(&format!("{base}{path}"), handlers), base)
+    }
 }
 
 /// Alive: the process answers HTTP (a liveness probe restarts it otherwise).
@@ -155,48 +167,6 @@ async fn prometheus(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-/// A method as a metrics label: the standard ones, anything else as `other` (a client
-/// must not be able to add series).
-fn method_label(method: &axum::http::Method) -> &'static str {
-    use axum::http::Method as M;
-    match *method {
-        M::GET => "GET",
-        M::HEAD => "HEAD",
-        M::POST => "POST",
-        M::PUT => "PUT",
-        M::DELETE => "DELETE",
-        M::PATCH => "PATCH",
-        M::OPTIONS => "OPTIONS",
-        _ => "other",
-    }
-}
-
-/// The route template of the request, for metrics: put on the response by a route
-/// layer (which runs after routing, where axum knows the template).
-#[derive(Clone, Copy)]
-struct Route(&'static str);
-
-/// What runs once the route is known: a keyed mutation takes the idempotency path
-/// (`idempotency`), and the response is marked with the route template for metrics.
-async fn routed(
-    State(state): State<AppState>,
-    matched: Option<axum::extract::MatchedPath>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let mut response = if idempotency::is_keyed_mutation(&request) {
-        idempotency::idempotent(state, request, next).await
-    } else {
-        next.run(request).await
-    };
-    if let Some(matched) = matched {
-        response
-            .extensions_mut()
-            .insert(Route(crate::metrics::intern(matched.as_str())));
-    }
-    response
-}
-
 async fn unknown_route() -> ApiError {
     ApiError::not_found("No such endpoint")
 }
@@ -208,44 +178,3 @@ async fn method_not_allowed() -> ApiError {
         "Method not allowed on this endpoint",
     )
 }
-
-/// Gives the request its id (echoed as `X-Request-Id`) and logs one line per request:
-/// method, path, status, latency, request id. The line is queued here and formatted and
-/// written by background threads (`access_log`), so logging never holds up a request.
-/// Then authenticates it (`auth::authenticate`).
-async fn front(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let id = RequestId::from_header(request.headers().get(REQUEST_ID));
-    request.extensions_mut().insert(id.clone());
-    let method = method_label(request.method());
-    let logged =
-        access_log::enabled().then(|| (request.method().clone(), request.uri().path().to_string()));
-    let mut response = match auth::authenticate(&state, &mut request).await {
-        Ok(()) => next.run(request).await,
-        Err(refused) => refused,
-    };
-    if let Ok(value) = HeaderValue::from_str(&id.0) {
-        response.headers_mut().insert(REQUEST_ID, value);
-    }
-    let status = response.status().as_u16();
-    if crate::metrics::enabled() {
-        let route = response
-            .extensions()
-            .get::<Route>()
-            .map_or("unmatched", |r| r.0);
-        crate::metrics::record_request(method, route, status, started.elapsed());
-    }
-    if let Some((method, path)) = logged {
-        access_log::log(access_log::Line {
-            at: std::time::SystemTime::now(),
-            method,
-            path,
-            status,
-            micros: started.elapsed().as_micros() as u64,
-            request_id: id.0,
-        });
-    }
-    response
-}
-
-const REQUEST_ID: &str = "x-request-id";

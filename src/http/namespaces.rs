@@ -4,7 +4,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -14,12 +14,12 @@ use super::context::Ctx;
 use super::error::ApiResult;
 use super::extract::{namespace, JsonBody, Params};
 use super::outcome::render;
-use super::AppState;
+use super::{AppState, Routes};
 use crate::catalog::Outcome;
 use crate::model::{Namespace, Properties};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes(routes: Routes) -> Routes {
+    routes
         .route("/{prefix}/namespaces", get(list).post(create))
         .route(
             "/{prefix}/namespaces/{namespace}",

@@ -63,63 +63,92 @@ pub fn etag(metadata_location: &str, mode: SnapshotsMode) -> String {
         SnapshotsMode::Refs => "refs",
     };
     // Each part ends in 0xff (never in UTF-8), so that no two pairs hash the same text.
-    let bytes = [
-        metadata_location.as_bytes(),
-        &[0xff],
-        mode.as_bytes(),
-        &[0xff],
-    ];
-    let hash = fnv1a(bytes.into_iter().flatten().copied());
-    format!("\"{hash:016x}\"")
+    let bytes = metadata_location
+        .bytes()
+        .chain([0xff])
+        .chain(mode.bytes())
+        .chain([0xff]);
+    let hash = fnv1a(bytes);
+    // `"` + 16 hex digits + `"`, written directly (`format!` costs more than the hash).
+    let mut tag = String::with_capacity(18);
+    tag.push('"');
+    for shift in (0..16).rev() {
+        tag.push(char::from(
+            b"0123456789abcdef"[(hash >> (4 * shift)) as usize & 0xf],
+        ));
+    }
+    tag.push('"');
+    tag
+}
+
+/// Appends `value` as JSON text.
+fn push_json(body: &mut Vec<u8>, value: &impl serde::Serialize) {
+    // Writing to memory cannot fail, and what is written here (strings, string maps,
+    // credentials) always serialises: `json!` would unwrap the same way.
+    serde_json::to_writer(&mut *body, value).expect("serialising to memory");
 }
 
 /// `"config":{…}` and, when there are any, `"storage-credentials":[…]`.
-fn push_table_config(body: &mut String, config: &TableConfig) {
-    body.push_str(",\"config\":");
-    body.push_str(&json!(config.config).to_string());
+fn push_table_config(body: &mut Vec<u8>, config: &TableConfig) {
+    body.extend_from_slice(b",\"config\":");
+    push_json(body, &config.config);
     if !config.credentials.is_empty() {
-        body.push_str(",\"storage-credentials\":");
-        body.push_str(&json!(config.credentials).to_string());
+        body.extend_from_slice(b",\"storage-credentials\":");
+        push_json(body, &config.credentials);
     }
 }
 
-/// A LoadTableResult, assembled around the stored metadata text without re-serialising it.
-/// A response carrying credentials has no ETag: a 304 would have the client keep
-/// expiring keys.
+/// A LoadTableResult, assembled around the stored metadata text without re-serialising it,
+/// with its ETag (`table_etag`).
 pub fn table_response(table: &LoadedTable, mode: SnapshotsMode, config: &TableConfig) -> Response {
-    let mut body = String::with_capacity(table.metadata.len() + 128);
-    body.push('{');
+    tagged_table_response(table, config, table_etag(table, mode, config))
+}
+
+/// The ETag of a table's response in `mode`. None when the response carries credentials:
+/// a 304 would have the client keep expiring keys.
+pub fn table_etag(
+    table: &LoadedTable,
+    mode: SnapshotsMode,
+    config: &TableConfig,
+) -> Option<String> {
+    let location = table.metadata_location.as_ref()?;
+    config.credentials.is_empty().then(|| etag(location, mode))
+}
+
+/// `table_response` with the ETag already computed (loadTable needs it first, for
+/// `If-None-Match`).
+pub fn tagged_table_response(
+    table: &LoadedTable,
+    config: &TableConfig,
+    etag: Option<String>,
+) -> Response {
+    let mut body = Vec::with_capacity(table.metadata.len() + 128);
+    body.push(b'{');
     if let Some(location) = &table.metadata_location {
-        body.push_str("\"metadata-location\":");
-        push_json_string(&mut body, location);
-        body.push(',');
+        body.extend_from_slice(b"\"metadata-location\":");
+        push_json(&mut body, location);
+        body.push(b',');
     }
-    body.push_str("\"metadata\":");
-    body.push_str(&table.metadata);
+    body.extend_from_slice(b"\"metadata\":");
+    body.extend_from_slice(table.metadata.as_bytes());
     push_table_config(&mut body, config);
-    body.push('}');
+    body.push(b'}');
     let mut response = ([(header::CONTENT_TYPE, "application/json")], body).into_response();
-    if let (Some(location), true) = (&table.metadata_location, config.credentials.is_empty()) {
-        if let Ok(value) = HeaderValue::from_str(&etag(location, mode)) {
-            response.headers_mut().insert(header::ETAG, value);
-        }
+    if let Some(value) = etag.and_then(|tag| HeaderValue::try_from(tag).ok()) {
+        response.headers_mut().insert(header::ETAG, value);
     }
     response
 }
 
 /// A LoadViewResult, assembled the same way.
 pub fn view_response(view: &LoadedView) -> Response {
-    let mut body = String::with_capacity(view.metadata.len() + 128);
-    body.push_str("{\"metadata-location\":");
-    push_json_string(&mut body, &view.metadata_location);
-    body.push_str(",\"metadata\":");
-    body.push_str(&view.metadata);
-    body.push_str(",\"config\":{}}");
+    let mut body = Vec::with_capacity(view.metadata.len() + 128);
+    body.extend_from_slice(b"{\"metadata-location\":");
+    push_json(&mut body, &view.metadata_location);
+    body.extend_from_slice(b",\"metadata\":");
+    body.extend_from_slice(view.metadata.as_bytes());
+    body.extend_from_slice(b",\"config\":{}}");
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-fn push_json_string(body: &mut String, value: &str) {
-    body.push_str(&serde_json::Value::from(value).to_string());
 }
 
 #[cfg(test)]
@@ -132,5 +161,34 @@ mod tests {
         assert_ne!(a, etag("file:///t/metadata/1.json", SnapshotsMode::Refs));
         assert_ne!(a, etag("file:///t/metadata/2.json", SnapshotsMode::All));
         assert_eq!(a, etag("file:///t/metadata/1.json", SnapshotsMode::All));
+        // The text clients keep: a quoted, zero-padded 16-digit hex FNV-1a.
+        let hash = fnv1a(*b"file:///t/metadata/1.json\xffall\xff");
+        assert_eq!(a, format!("\"{hash:016x}\""));
+    }
+
+    #[tokio::test]
+    async fn a_table_body_is_json_around_the_stored_text() {
+        let table = LoadedTable {
+            metadata_location: Some("file:///t/\"odd\"/metadata/1.json".into()),
+            metadata: r#"{"format-version":2}"#.into(),
+        };
+        let config = TableConfig {
+            config: [("k".to_string(), "v\n".to_string())].into(),
+            credentials: Vec::new(),
+        };
+        let response = table_response(&table, SnapshotsMode::All, &config);
+        assert!(response.headers().contains_key(header::ETAG));
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "metadata-location": "file:///t/\"odd\"/metadata/1.json",
+                "metadata": {"format-version": 2},
+                "config": {"k": "v\n"},
+            })
+        );
     }
 }

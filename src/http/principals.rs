@@ -5,20 +5,20 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult};
 use super::extract::JsonBody;
-use super::AppState;
+use super::{AppState, Routes};
 use crate::auth::privileges::{Grant, Privilege, Securable};
 use crate::catalog::access::{principal_view, Entity, RoleView};
 use crate::model::{Ident, Namespace, Properties};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes(routes: Routes) -> Routes {
+    routes
         .route("/principals", get(list_principals).post(create_principal))
         .route(
             "/principals/{p}",

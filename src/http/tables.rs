@@ -1,10 +1,10 @@
 //! Table endpoints, rename and multi-table transactions.
 
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use iceberg::{TableRequirement, TableUpdate};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -12,16 +12,17 @@ use serde_json::{json, Value};
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult};
 use super::extract::{
-    check_body_ident, ident, identifiers_page, namespace, IdentBody, JsonBody, Params, Rename,
+    check_body_ident, ident, identifiers_page, namespace, IdentBody, IfNoneMatch, JsonBody, Params,
+    Rename,
 };
-use super::outcome::{etag, render, table_response, SnapshotsMode};
-use super::AppState;
+use super::outcome::{render, table_etag, table_response, tagged_table_response, SnapshotsMode};
+use super::{AppState, Routes};
 use crate::catalog::tables::{CreateTable, TableChange};
 use crate::catalog::Outcome;
 use crate::storage::signing::SignRequest;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes(routes: Routes) -> Routes {
+    routes
         .route(
             "/{prefix}/namespaces/{namespace}/tables",
             get(list).post(create),
@@ -45,16 +46,6 @@ pub fn routes() -> Router<AppState> {
         .route("/{prefix}/namespaces/{namespace}/register", post(register))
         .route("/{prefix}/tables/rename", post(rename))
         .route("/{prefix}/transactions/commit", post(commit_transaction))
-}
-
-fn matches_if_none_match(headers: &HeaderMap, tag: &str) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|v| v.trim().trim_start_matches("W/"))
-        .any(|v| v == tag || v == "*")
 }
 
 fn snapshots_mode(params: &Params) -> ApiResult<SnapshotsMode> {
@@ -99,7 +90,7 @@ async fn load(
     Ctx(ctx): Ctx,
     Path((prefix, ns, table)): Path<(String, String, String)>,
     params: Params,
-    headers: HeaderMap,
+    if_none_match: IfNoneMatch,
 ) -> ApiResult<Response> {
     let mode = snapshots_mode(&params)?;
     let ident = ident(&ns, &table)?;
@@ -111,12 +102,12 @@ async fn load(
         .catalog
         .table_config(&ctx, &prefix, &ident, &loaded.metadata)
         .await?;
-    if let (Some(location), true) = (&loaded.metadata_location, config.credentials.is_empty()) {
-        if matches_if_none_match(&headers, &etag(location, mode)) {
-            return Ok(StatusCode::NOT_MODIFIED.into_response());
-        }
+    let etag = table_etag(&loaded, mode, &config);
+    if let Some(tag) = etag.as_deref().filter(|tag| if_none_match.matches(tag)) {
+        // A 304 carries the ETag it matched (RFC 9110, 15.4.5).
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, tag.to_owned())]).into_response());
     }
-    Ok(table_response(&loaded, mode, &config))
+    Ok(tagged_table_response(&loaded, &config, etag))
 }
 
 async fn exists(
@@ -303,20 +294,4 @@ async fn commit_transaction(
         .commit_transaction(&ctx, &prefix, changes)
         .await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn if_none_match_accepts_lists_and_weak_tags() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::IF_NONE_MATCH,
-            axum::http::HeaderValue::from_static("\"x\", W/\"abc\""),
-        );
-        assert!(matches_if_none_match(&headers, "\"abc\""));
-        assert!(!matches_if_none_match(&headers, "\"abd\""));
-    }
 }

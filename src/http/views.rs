@@ -4,7 +4,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Json;
 use iceberg::ViewUpdate;
 use serde::Deserialize;
 use serde_json::Value;
@@ -15,13 +15,13 @@ use super::extract::{
     check_body_ident, ident, identifiers_page, namespace, IdentBody, JsonBody, Params, Rename,
 };
 use super::outcome::render;
-use super::AppState;
+use super::{AppState, Routes};
 use crate::catalog::commit::ViewRequirement;
 use crate::catalog::views::{CreateView, ViewChange};
 use crate::catalog::Outcome;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
+pub fn routes(routes: Routes) -> Routes {
+    routes
         .route(
             "/{prefix}/namespaces/{namespace}/views",
             get(list).post(create),

@@ -33,11 +33,11 @@
 //! server's CPU; now it is O(1), see `State::order`.)
 
 use std::collections::{HashMap, VecDeque};
-use std::ffi::OsString;
+use std::ffi::OsStr;
 use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
@@ -103,7 +103,8 @@ struct State {
     /// What each watch covers.
     dirs: HashMap<WatchDescriptor, Dir>,
     /// A directory's path to its watch (several paths may share one).
-    by_path: HashMap<PathBuf, WatchDescriptor>,
+    /// Keyed by the text: hashing a `Path` walks its components.
+    by_path: HashMap<String, WatchDescriptor>,
     /// Watches in the order they were added, each with its `Dir::added` stamp: the oldest
     /// goes first past `MAX_DIRS`. Entries of watches already gone stay until they reach
     /// the front (a stamp that no longer matches skips them) or the list is compacted,
@@ -118,9 +119,9 @@ struct State {
 struct Dir {
     /// When the watch was added (unique; ties `order`'s entries to this watch).
     added: u64,
-    paths: Vec<PathBuf>,
+    paths: Vec<String>,
     /// Names seen to exist since the watch began, newest last.
-    names: VecDeque<OsString>,
+    names: VecDeque<String>,
 }
 
 impl KnownFiles {
@@ -154,7 +155,9 @@ impl KnownFiles {
 
     /// Whether the file at `path` exists (following links, like `Path::exists`).
     pub fn exists(&self, path: &Path) -> bool {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        // Split as text: `Path::parent` and `file_name` parse the components from the end,
+        // which cost more than the rest of the check on a cached load.
+        let Some((dir, name)) = path.to_str().and_then(split_dir_name) else {
             return path.exists();
         };
         let nothing_queued = self.nothing_queued();
@@ -167,7 +170,7 @@ impl KnownFiles {
         };
         // Not watched and asked about for the first time lately: a `stat` answers exactly,
         // with no lock held and no watch spent.
-        if !watched && !self.doorkeeper.seen_again(dir) {
+        if !watched && !self.doorkeeper.seen_again(Path::new(dir)) {
             return path.exists();
         }
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
@@ -183,7 +186,7 @@ impl KnownFiles {
                 if d.names.len() == NAMES_PER_DIR {
                     d.names.pop_front();
                 }
-                d.names.push_back(name.to_os_string());
+                d.names.push_back(name.to_owned());
             }
         }
         exists
@@ -201,8 +204,15 @@ impl KnownFiles {
     }
 }
 
+/// A path's directory and file name, split at its last `/`; `None` for a path with no
+/// directory part or no plain file name (those are simply `stat`ed).
+fn split_dir_name(path: &str) -> Option<(&str, &str)> {
+    let (dir, name) = path.rsplit_once('/')?;
+    (!dir.is_empty() && !matches!(name, "" | "." | "..")).then_some((dir, name))
+}
+
 impl State {
-    fn knows(&self, dir: &Path, name: &std::ffi::OsStr) -> bool {
+    fn knows(&self, dir: &str, name: &str) -> bool {
         self.by_path
             .get(dir)
             .and_then(|wd| self.dirs.get(wd))
@@ -236,7 +246,7 @@ impl State {
                 {
                     gone.push((event.wd.clone(), false));
                 } else if let (Some(name), Some(dir)) = (event.name, self.dirs.get_mut(&event.wd)) {
-                    dir.names.retain(|n| n.as_os_str() != name);
+                    dir.names.retain(|n| OsStr::new(n) != name);
                 }
             }
             for (wd, remove) in gone {
@@ -259,7 +269,7 @@ impl State {
 
     /// The watch on `dir`, added if need be; `None` if it cannot be watched (missing,
     /// not a directory, or the kernel's limit on watches reached).
-    fn watch(&mut self, dir: &Path) -> Option<WatchDescriptor> {
+    fn watch(&mut self, dir: &str) -> Option<WatchDescriptor> {
         if let Some(wd) = self.by_path.get(dir) {
             return Some(wd.clone());
         }
@@ -292,8 +302,8 @@ impl State {
                 names: VecDeque::new(),
             }
         });
-        entry.paths.push(dir.to_path_buf());
-        self.by_path.insert(dir.to_path_buf(), wd.clone());
+        entry.paths.push(dir.to_owned());
+        self.by_path.insert(dir.to_owned(), wd.clone());
         Some(wd)
     }
 
@@ -310,11 +320,24 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn dir() -> PathBuf {
         let dir = std::env::temp_dir().join(format!("floe-present-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("metadata")).unwrap();
         dir
+    }
+
+    #[test]
+    fn paths_split_at_the_last_slash() {
+        assert_eq!(
+            split_dir_name("/t/metadata/1.json"),
+            Some(("/t/metadata", "1.json"))
+        );
+        assert_eq!(split_dir_name("/t//1.json"), Some(("/t/", "1.json")));
+        for plain_stat in ["/1.json", "/t/metadata/", "/t/.", "/t/..", "1.json"] {
+            assert_eq!(split_dir_name(plain_stat), None, "{plain_stat}");
+        }
     }
 
     #[test]
@@ -418,7 +441,9 @@ mod tests {
             .collect();
         let watched = |f: &PathBuf| {
             let state = known.state.read().unwrap();
-            state.by_path.contains_key(f.parent().unwrap())
+            state
+                .by_path
+                .contains_key(f.parent().unwrap().to_str().unwrap())
         };
         for round in 0..3 {
             for (i, f) in files.iter().enumerate() {

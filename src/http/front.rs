@@ -1,0 +1,131 @@
+//! What every request goes through, around its route: a request id (echoed as
+//! `X-Request-Id`), authentication, the request's metrics and its access-log line.
+//!
+//! A hand-written layer, not `middleware::from_fn`: `Router::layer` wraps every route in
+//! it, and `from_fn` would add a boxed `Next` and a second boxed future to each request.
+
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::HeaderValue;
+use axum::response::Response;
+use futures_util::future::BoxFuture;
+use tower_service::Service;
+
+use super::context::RequestId;
+use super::AppState;
+
+/// Wraps each route in [`Front`].
+#[derive(Clone)]
+pub struct FrontLayer(pub AppState);
+
+impl<S> tower_layer::Layer<S> for FrontLayer {
+    type Service = Front<S>;
+
+    fn layer(&self, inner: S) -> Front<S> {
+        Front {
+            state: self.0.clone(),
+            inner,
+        }
+    }
+}
+
+/// One route behind [`front`].
+#[derive(Clone)]
+pub struct Front<S> {
+    state: AppState,
+    inner: S,
+}
+
+impl<S> Service<Request> for Front<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        // The service that was made ready goes with the request; a clone stays behind.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        let state = self.state.clone();
+        Box::pin(async move { Ok(front(state, request, inner).await) })
+    }
+}
+
+/// Gives the request its id (echoed as `X-Request-Id`) and logs one line per request:
+/// method, path, status, latency, request id. The line is queued here and formatted and
+/// written by background threads (`access_log`), so logging never holds up a request.
+/// Then authenticates it (`auth::authenticate`).
+async fn front<S>(state: AppState, mut request: Request, mut inner: S) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    let started = Instant::now();
+    let id = RequestId::from_header(request.headers().get(REQUEST_ID));
+    request.extensions_mut().insert(id.clone());
+    let method = method_label(request.method());
+    // The route's template, for metrics: this layer wraps each route (`Router::layer`), so
+    // it runs after routing, where axum has put the template in the request.
+    let route = crate::metrics::enabled().then(|| {
+        request
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or("unmatched", |matched| {
+                crate::metrics::intern(matched.as_str())
+            })
+    });
+    let logged = super::access_log::enabled()
+        .then(|| (request.method().clone(), request.uri().path().to_string()));
+    let mut response = match super::auth::authenticate(&state, &mut request).await {
+        Ok(()) => inner
+            .call(request)
+            .await
+            .unwrap_or_else(|never| match never {}),
+        Err(refused) => refused,
+    };
+    if let Ok(value) = HeaderValue::from_str(&id.0) {
+        response.headers_mut().insert(REQUEST_ID, value);
+    }
+    let status = response.status().as_u16();
+    if let Some(route) = route {
+        crate::metrics::record_request(method, route, status, started.elapsed());
+    }
+    if let Some((method, path)) = logged {
+        super::access_log::log(super::access_log::Line {
+            at: std::time::SystemTime::now(),
+            method,
+            path,
+            status,
+            micros: started.elapsed().as_micros() as u64,
+            request_id: id.0,
+        });
+    }
+    response
+}
+
+const REQUEST_ID: &str = "x-request-id";
+
+/// A method as a metrics label: the standard ones, anything else as `other` (a client
+/// must not be able to add series).
+fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method as M;
+    match *method {
+        M::GET => "GET",
+        M::HEAD => "HEAD",
+        M::POST => "POST",
+        M::PUT => "PUT",
+        M::DELETE => "DELETE",
+        M::PATCH => "PATCH",
+        M::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
