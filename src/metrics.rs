@@ -3,14 +3,14 @@
 //!
 //! Requests are labelled by *route template* (`/v1/{prefix}/namespaces/{namespace}`),
 //! never the raw path, so the number of series is bounded by the route table, not by
-//! the catalog's contents. Route strings are interned once (`&'static str`), so counting
-//! a request costs a hash lookup and two atomic adds, not an allocation.
+//! the catalog's contents. Route strings are interned once (`&'static str`), and each
+//! label set's handles kept (`record_request`), so counting a request costs two hash
+//! lookups and the metrics' own updates, not an allocation.
 //!
 //! What is measured where: HTTP in `http::front`; commits, cache lookups and store
 //! writes in the catalog; the relay's lag in `events::relay`; the database pool and build
 //! information when scraped (`render`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LazyLock, RwLock};
 use std::time::Duration;
@@ -187,7 +187,8 @@ pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
 }
 
-static ROUTES: LazyLock<RwLock<HashMap<String, &'static str>>> = LazyLock::new(Default::default);
+static ROUTES: LazyLock<RwLock<foldhash::HashMap<String, &'static str>>> =
+    LazyLock::new(Default::default);
 
 /// The route template as a `&'static str`: leaked once per distinct template (bounded by
 /// the router's routes).
@@ -212,22 +213,47 @@ pub fn status_class(status: u16) -> &'static str {
     }
 }
 
+/// A request's labels: method, route template, status class.
+type RequestKey = (&'static str, &'static str, &'static str);
+
+/// Each label set's counter and histogram, found in the families once. The families
+/// hash their label sets with SipHash behind a lock on every lookup, two per request:
+/// most of what counting a request cost. The handles share the families' metrics, which
+/// live as long as the process; the map is bounded by routes × methods × status classes.
+static REQUEST_HANDLES: LazyLock<RwLock<foldhash::HashMap<RequestKey, (Counter, Histogram)>>> =
+    LazyLock::new(Default::default);
+
 /// Records one HTTP request.
 pub fn record_request(method: &'static str, route: &'static str, status: u16, took: Duration) {
     if !enabled() {
         return;
     }
+    let key = (method, route, status_class(status));
+    let seconds = took.as_secs_f64();
+    if let Some((count, duration)) = REQUEST_HANDLES.read().expect("poisoned").get(&key) {
+        count.inc();
+        duration.observe(seconds);
+        return;
+    }
     let m = metrics();
-    m.requests
+    let count = m
+        .requests
         .get_or_create(&RequestLabels {
             method,
             route,
-            status: status_class(status),
+            status: key.2,
         })
-        .inc();
-    m.request_duration
+        .clone();
+    let duration = m
+        .request_duration
         .get_or_create(&RouteLabels { method, route })
-        .observe(took.as_secs_f64());
+        .clone();
+    count.inc();
+    duration.observe(seconds);
+    REQUEST_HANDLES
+        .write()
+        .expect("poisoned")
+        .insert(key, (count, duration));
 }
 
 pub fn record_commit(outcome: &'static str) {

@@ -70,7 +70,8 @@ pub struct IdempotencyKey {
 
 #[derive(Debug, Clone)]
 pub struct RequestContext {
-    pub principal: Principal,
+    /// Shared with the token cache (a request only reads it).
+    pub principal: Arc<Principal>,
     /// Ties log lines, errors and (later) events to one request.
     pub request_id: String,
     pub access_delegation: AccessDelegation,
@@ -116,7 +117,7 @@ impl RequestContext {
     /// An anonymous caller with a fresh request id: for tools, bootstrap and tests.
     pub fn system() -> Self {
         RequestContext {
-            principal: Principal::anonymous(),
+            principal: Arc::new(Principal::anonymous()),
             request_id: uuid::Uuid::now_v7().to_string(),
             access_delegation: AccessDelegation::default(),
             idempotency: None,

@@ -13,7 +13,7 @@
 //! created on first sight when so configured; its roles are those assigned in the model
 //! plus those the token's roles claim names (that exist).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,10 @@ pub struct SecurityCache {
     current: RwLock<Arc<Cached>>,
     checked: Mutex<Option<Instant>>,
     /// Verified tokens: principal and access, valid while the model's version holds.
-    tokens: Mutex<HashMap<String, VerifiedToken>>,
+    /// Keyed with foldhash: every authenticated request looks its token up here, and
+    /// SipHash over a ~200-byte token was half the lookup's cost. Only tokens that
+    /// verified are inserted, so a client cannot flood it with chosen keys.
+    tokens: Mutex<foldhash::HashMap<String, VerifiedToken>>,
     authenticators: Authenticators,
 }
 
@@ -67,8 +70,8 @@ impl Default for Authenticators {
 }
 
 /// A verified token: the model version and expiry it was checked against, and what it
-/// resolved to.
-type VerifiedToken = (i64, i64, Principal, Arc<Access>);
+/// resolved to (shared: each request holds them for its whole life).
+type VerifiedToken = (i64, i64, Arc<Principal>, Arc<Access>);
 
 #[derive(Default)]
 pub struct Cached {
@@ -424,7 +427,7 @@ impl Catalog {
     /// A bearer token's principal and what it may do (401 if the token is not valid
     /// now, or its principal is gone). Verified tokens are remembered until the model
     /// changes, so a load pays for a hash lookup, not a signature check.
-    pub async fn authenticate(&self, token: &str) -> CatalogResult<(Principal, Arc<Access>)> {
+    pub async fn authenticate(&self, token: &str) -> CatalogResult<(Arc<Principal>, Arc<Access>)> {
         let mut cached = self.security().await?;
         let now_s = now_ms() / 1000;
         if let Some((version, exp, principal, access)) =
@@ -491,10 +494,10 @@ impl Catalog {
             }
         };
         let access = Arc::new(cached.state.roles_access(&roles));
-        let principal = Principal {
+        let principal = Arc::new(Principal {
             name,
             roles: roles.into_iter().collect(),
-        };
+        });
         let mut tokens = self.security.tokens.lock().expect("poisoned");
         if tokens.len() >= MAX_CACHED_TOKENS {
             tokens.clear();

@@ -79,7 +79,7 @@ pub async fn authenticate(state: &AppState, request: &mut Request) -> Result<(),
     let authenticated = state.catalog.authenticate(token).await;
     match authenticated {
         Ok((principal, access)) => {
-            request.extensions_mut().insert(principal);
+            request.extensions_mut().insert::<Arc<_>>(principal);
             request.extensions_mut().insert::<Arc<_>>(access);
             Ok(())
         }
@@ -88,7 +88,10 @@ pub async fn authenticate(state: &AppState, request: &mut Request) -> Result<(),
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    // UTF-8 rather than `HeaderValue::to_str`'s visible-ASCII test, which goes byte by
+    // byte over the whole token on every request. A token with other characters is
+    // still refused: it matches no cached token and does not verify (401 either way).
+    let value = std::str::from_utf8(headers.get(header::AUTHORIZATION)?.as_bytes()).ok()?;
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)

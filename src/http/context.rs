@@ -27,10 +27,24 @@ impl RequestId {
             .filter(|v| !v.is_empty() && v.len() <= MAX_REQUEST_ID_BYTES);
         RequestId(match usable {
             Some(id) => id.to_string(),
-            None => uuid::Uuid::now_v7().to_string(),
+            // A v7 id (time-ordered to the millisecond) without `now_v7`'s clock
+            // sequence, a lock shared by every request that made id generation cost
+            // more than the rest of the front layer: the bits after the time are random.
+            None => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap_or_default();
+                let at =
+                    uuid::Timestamp::from_unix(uuid::NoContext, now.as_secs(), now.subsec_nanos());
+                uuid::Uuid::new_v7(at).to_string()
+            }
         })
     }
 }
+
+/// Named once: `HeaderMap::get` with a `&str` parses and validates the name every time.
+static ACCESS_DELEGATION: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("x-iceberg-access-delegation");
 
 /// The catalog's request context, extracted for a handler.
 pub struct Ctx(pub RequestContext);
@@ -45,16 +59,16 @@ impl<S: Send + Sync> FromRequestParts<S> for Ctx {
         };
         let access_delegation = parts
             .headers
-            .get("x-iceberg-access-delegation")
+            .get(&ACCESS_DELEGATION)
             .and_then(|v| v.to_str().ok())
             .map(AccessDelegation::parse)
             .unwrap_or_default();
         Ok(Ctx(RequestContext {
             principal: parts
                 .extensions
-                .get::<Principal>()
+                .get::<Arc<Principal>>()
                 .cloned()
-                .unwrap_or_else(Principal::anonymous),
+                .unwrap_or_else(|| Arc::new(Principal::anonymous())),
             request_id,
             access_delegation,
             idempotency: parts.extensions.get::<IdempotencyKey>().cloned(),

@@ -32,7 +32,7 @@
 //! directories. (Dropping the oldest watch also scanned the whole order list: 20% of the
 //! server's CPU; now it is O(1), see `State::order`.)
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::hash::{BuildHasher, RandomState};
 use std::io;
@@ -41,6 +41,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::RwLock;
 
+use foldhash::{HashMap, HashMapExt};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
 /// Directories watched at most (each watch pins an inode in the kernel).

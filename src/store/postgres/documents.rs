@@ -13,10 +13,13 @@
 //!
 //! Bounded by a budget of bytes (`--metadata-cache-mib`, shared with the embedded store's
 //! cache; 0 turns it off), with random eviction beyond it, like the embedded store's.
-//! The documents live in the caches' own allocator heap (`store/cache_text.rs`).
+//! The documents live in the caches' own allocator heap (`store/cache_text.rs`). Keys
+//! hash with foldhash (randomly seeded per process), which costs a fraction of SipHash
+//! on every load.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use foldhash::HashMap;
 
 use crate::store::cache_text::CachedText;
 

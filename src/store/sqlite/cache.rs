@@ -15,9 +15,13 @@
 //! So an entry is only ever filled from a read that no write overlapped, and a load is
 //! served from memory only when the database would give the same answer: loads stay
 //! linearizable. Size is bounded by [`ObjectCache::new`]'s budget of metadata bytes.
+//!
+//! The maps hash with foldhash (randomly seeded per process, as hashbrown's own default):
+//! a load looks up three names, and std's SipHash made that half of the lookup's cost.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use foldhash::HashMap;
 
 use crate::model::{CatalogId, Ident, Namespace, ObjectKind, Properties};
 use crate::store::cache_text::CachedText;
