@@ -42,8 +42,7 @@ def run(binary, seconds, log_path):
         cpu_s = (cpu_ticks(server.proc.pid) - before) / os.sysconf("SC_CLK_TCK")
         return result["rps"], cpu_s * 1e6 / (result["rps"] * seconds)
     finally:
-        server.proc.kill()
-        server.proc.wait()
+        server.stop()  # also removes its data directory
 
 
 def main():

@@ -42,8 +42,7 @@ def floe_run(seconds, extra_args, log_path):
         wrk(url, 50, 2, headers=headers)  # warm-up
         return wrk(url, 50, seconds, headers=headers), body
     finally:
-        server.proc.kill()
-        server.proc.wait()
+        server.stop()  # also removes its data directory
 
 
 def static_run(seconds, body):

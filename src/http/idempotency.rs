@@ -51,10 +51,15 @@ fn is_final(status: StatusCode) -> bool {
     status.is_success() || (status.is_client_error() && !not_final.contains(&status.as_u16()))
 }
 
-/// Whether `request` takes the idempotency path: a mutation with a key. Reads and
-/// mutations without a key go straight through (this sits on every request's path).
-fn is_keyed_mutation(request: &Request) -> bool {
-    is_mutation(request.method()) && request.headers().contains_key(HEADER)
+/// The key header of a request that takes the idempotency path: a mutation with a key.
+/// Reads and mutations without a key go straight through (this sits on every request's
+/// path).
+fn mutation_key(request: &Request) -> Option<&HeaderValue> {
+    if is_mutation(request.method()) {
+        request.headers().get(HEADER)
+    } else {
+        None
+    }
 }
 
 /// The route layer that sends keyed mutations down the idempotency path. Written by hand,
@@ -95,30 +100,29 @@ where
     }
 
     fn call(&mut self, request: Request) -> Self::Future {
-        if !is_keyed_mutation(&request) {
+        let Some(raw) = mutation_key(&request).cloned() else {
             return Either::Left(self.inner.call(request));
-        }
+        };
         // The service that was made ready goes with the request; a clone stays behind.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let state = self.state.clone();
         Either::Right(Box::pin(async move {
-            Ok(idempotent(state, request, inner).await)
+            Ok(idempotent(state, raw, request, inner).await)
         }))
     }
 }
 
 /// A mutation with an `Idempotency-Key`: replay, refuse, or run and record.
-async fn idempotent<S>(state: AppState, request: Request, mut inner: S) -> Response
+async fn idempotent<S>(
+    state: AppState,
+    raw: HeaderValue,
+    request: Request,
+    mut inner: S,
+) -> Response
 where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
-    let Some(raw) = request.headers().get(HEADER) else {
-        return inner
-            .call(request)
-            .await
-            .unwrap_or_else(|never| match never {});
-    };
     let key = match raw.to_str().ok().map(str::trim) {
         Some(key) if uuid::Uuid::try_parse(key).is_ok() => key.to_ascii_lowercase(),
         _ => {
