@@ -145,7 +145,15 @@ pub fn tagged_table_response(
     config: &TableConfig,
     etag: Option<String>,
 ) -> Response {
-    let mut body = Vec::with_capacity(table.metadata.len() + 128);
+    // Sized for the whole body, so it is not grown (growing copies the document); only
+    // vended credentials, when there are any, can outgrow it.
+    let location = table.metadata_location.as_deref().unwrap_or_default();
+    let config_len: usize = config
+        .config
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 6)
+        .sum();
+    let mut body = Vec::with_capacity(table.metadata.len() + location.len() + config_len + 64);
     body.push(b'{');
     if let Some(location) = &table.metadata_location {
         body.extend_from_slice(b"\"metadata-location\":");
@@ -165,7 +173,7 @@ pub fn tagged_table_response(
 
 /// A LoadViewResult, assembled the same way.
 pub fn view_response(view: &LoadedView) -> Response {
-    let mut body = Vec::with_capacity(view.metadata.len() + 128);
+    let mut body = Vec::with_capacity(view.metadata.len() + view.metadata_location.len() + 64);
     body.extend_from_slice(b"{\"metadata-location\":");
     push_json_str(&mut body, &view.metadata_location);
     body.extend_from_slice(b",\"metadata\":");
