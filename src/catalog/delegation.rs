@@ -225,8 +225,13 @@ impl Catalog {
         if !ctx.access_delegation.any() {
             return Ok(TableConfig::default());
         }
-        let record = self.delegation_catalog(catalog).await?;
-        self.table_config_in(ctx, &record, ident, metadata).await
+        // Boxed: vending's future (STS, the credential cache) is about 7 KB, which every
+        // load's future reserved and copied when boxed, though few loads ask for it.
+        Box::pin(async move {
+            let record = self.delegation_catalog(catalog).await?;
+            self.table_config_in(ctx, &record, ident, metadata).await
+        })
+        .await
     }
 
     /// [`Catalog::table_config`] with the catalog's record at hand (a create computes it

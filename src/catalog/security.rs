@@ -428,7 +428,7 @@ impl Catalog {
     /// now, or its principal is gone). Verified tokens are remembered until the model
     /// changes, so a load pays for a hash lookup, not a signature check.
     pub async fn authenticate(&self, token: &str) -> CatalogResult<(Arc<Principal>, Arc<Access>)> {
-        let mut cached = self.security().await?;
+        let cached = self.security().await?;
         let now_s = now_ms() / 1000;
         if let Some((version, exp, principal, access)) =
             self.security.tokens.lock().expect("poisoned").get(token)
@@ -437,6 +437,19 @@ impl Catalog {
                 return Ok((principal.clone(), access.clone()));
             }
         }
+        // Boxed: verifying may fetch an external issuer's keys over HTTP, a future of
+        // kilobytes that every request's future would otherwise reserve room for (and
+        // copy when it is boxed), though nearly every request is a cache hit.
+        Box::pin(self.verify_token(token, cached, now_s)).await
+    }
+
+    /// A token not in the cache (or no longer valid there): verified, then cached.
+    async fn verify_token(
+        &self,
+        token: &str,
+        mut cached: Arc<Cached>,
+        now_s: i64,
+    ) -> CatalogResult<(Arc<Principal>, Arc<Access>)> {
         let authenticators = &self.security.authenticators;
         let (name, roles, exp) = match &authenticators.external {
             Some(idp) if !authenticators.internal || idp.issued(token) => {
