@@ -34,7 +34,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsStr;
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
@@ -64,7 +64,7 @@ pub struct KnownFiles {
 /// a race (a lost bit, a clear during a check) only makes one check `stat` or watch where
 /// it need not, both of which answer exactly.
 struct Doorkeeper {
-    hasher: RandomState,
+    hasher: foldhash::fast::RandomState,
     bits: Box<[AtomicU64]>,
     first_asks: AtomicUsize,
 }
@@ -72,7 +72,7 @@ struct Doorkeeper {
 impl Doorkeeper {
     fn new() -> Self {
         Doorkeeper {
-            hasher: RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
             bits: (0..DOORKEEPER_BITS / 64)
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -81,7 +81,8 @@ impl Doorkeeper {
     }
 
     /// Whether `dir` was asked about before (since the last clear); records this ask.
-    fn seen_again(&self, dir: &Path) -> bool {
+    /// Hashed as text, like `State::by_path`: a `Path` hashes component by component.
+    fn seen_again(&self, dir: &str) -> bool {
         let hash = self.hasher.hash_one(dir) as usize % DOORKEEPER_BITS;
         let (word, bit) = (&self.bits[hash / 64], 1u64 << (hash % 64));
         if word.load(Ordering::Relaxed) & bit != 0 {
@@ -171,7 +172,7 @@ impl KnownFiles {
         };
         // Not watched and asked about for the first time lately: a `stat` answers exactly,
         // with no lock held and no watch spent.
-        if !watched && !self.doorkeeper.seen_again(Path::new(dir)) {
+        if !watched && !self.doorkeeper.seen_again(dir) {
             return path.exists();
         }
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
