@@ -144,8 +144,8 @@ fn open_file_journal(
 const IDEMPOTENCY_PURGE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// Opens the store, bootstraps the default catalog, starts the housekeeping task and
-/// builds the router.
-pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
+/// builds the server's service.
+pub async fn build(config: &ServerConfig) -> anyhow::Result<http::App> {
     let data_dir = absolute(&config.data_dir)?;
     let warehouse = match &config.warehouse {
         Some(w) => w.clone(),
@@ -206,7 +206,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<axum::Router> {
         max_body_bytes: config.max_body_bytes,
         auth: config.auth.clone(),
     });
-    Ok(http::router(
+    Ok(http::app(
         state,
         &HttpSettings {
             max_body_bytes: config.max_body_bytes,
@@ -376,10 +376,10 @@ async fn expire_dropped(catalog: Weak<Catalog>) {
 /// Serves until `shutdown` completes, then drains in-flight requests.
 pub async fn run(
     listener: TcpListener,
-    router: axum::Router,
+    app: http::App,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    axum::serve(listener, router)
+    axum::serve(listener, axum::ServiceExt::into_make_service(app))
         .with_graceful_shutdown(shutdown)
         .await
         .context("serving HTTP")

@@ -1787,3 +1787,92 @@ async fn journaled_metadata_files_are_restored_after_a_crash() {
         .await;
     assert_eq!(committed["metadata"]["properties"]["n"], "3");
 }
+
+/// Table loads are served by the hot lane, without the router (`http::hot`); the same
+/// requests sent to the same catalog with the lane closed must get the same answers:
+/// status, body and every header but the per-request ones.
+#[tokio::test]
+async fn the_hot_lane_answers_loads_as_the_router_does() {
+    let s = Server::start().await;
+    s.create_namespace(&["a"]).await;
+    s.create_namespace(&["a", "b c"]).await;
+    s.create_namespace(&["plain"]).await;
+    s.create_table(&["a", "b c"], "t x").await;
+    s.create_table(&["plain"], "t").await;
+    let etag = s
+        .get(&table_url(&["plain"], "t"))
+        .await
+        .ok(200)
+        .header("etag")
+        .expect("an ETag");
+    let loads = [
+        (table_url(&["plain"], "t"), vec![]),
+        (table_url(&["a", "b c"], "t x"), vec![]),
+        (
+            format!("{}?snapshots=refs", table_url(&["plain"], "t")),
+            vec![],
+        ),
+        (
+            format!("{}?snapshots=bogus", table_url(&["plain"], "t")),
+            vec![],
+        ),
+        (
+            table_url(&["plain"], "t"),
+            vec![("if-none-match", etag.as_str())],
+        ),
+        (
+            table_url(&["plain"], "t"),
+            vec![("if-none-match", "\"other\"")],
+        ),
+        (
+            table_url(&["plain"], "t"),
+            vec![("x-iceberg-access-delegation", "vended-credentials")],
+        ),
+        (table_url(&["plain"], "t"), vec![("x-request-id", "mine")]),
+        (table_url(&["plain"], "missing"), vec![]),
+        (table_url(&["missing"], "t"), vec![]),
+        ("/v1/nope/namespaces/plain/tables/t".to_string(), vec![]),
+        ("/v1/oauth/namespaces/plain/tables/t".to_string(), vec![]),
+        (
+            "/api/catalog/v1/default/namespaces/plain/tables/t".to_string(),
+            vec![],
+        ),
+        (format!("{}/tables/%FF", ns_url(&["plain"])), vec![]),
+        (format!("{}/tables/t/", ns_url(&["plain"])), vec![]),
+        (
+            format!("{}/tables/{}", ns_url(&["plain"]), "x".repeat(300)),
+            vec![],
+        ),
+    ];
+    for (path, headers) in &loads {
+        let mut answers = Vec::new();
+        for base in [&s.base, &s.routed] {
+            let mut request = s.client.get(format!("{base}{path}"));
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            answers.push(
+                s.send(format!("GET {base}{path} {headers:?}"), request)
+                    .await,
+            );
+        }
+        let [lane, routed] = [&answers[0], &answers[1]];
+        assert_eq!(lane.status, routed.status, "{path} {headers:?}");
+        assert_eq!(lane.body, routed.body, "{path} {headers:?}");
+        let kept = |r: &Resp| {
+            let mut headers: Vec<(String, String)> = r
+                .headers
+                .iter()
+                .filter(|(name, _)| !["date", "x-request-id"].contains(&name.as_str()))
+                .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_string()))
+                .collect();
+            headers.sort();
+            headers
+        };
+        assert_eq!(kept(lane), kept(routed), "{path} {headers:?}");
+        if headers.iter().any(|(name, _)| *name == "x-request-id") {
+            assert_eq!(lane.header("x-request-id").as_deref(), Some("mine"));
+            assert_eq!(routed.header("x-request-id").as_deref(), Some("mine"));
+        }
+    }
+}

@@ -332,7 +332,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             },
         },
     };
-    let router = server::build(&config).await?;
+    let app = server::build(&config).await?;
     let listener = TcpListener::bind(args.bind)
         .await
         .with_context(|| format!("binding {}", args.bind))?;
@@ -368,7 +368,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             AuthMode::None => "No authentication (--auth none): bind to a trusted interface only.".into(),
         },
     );
-    server::run(listener, router, shutdown_signal()).await?;
+    server::run(listener, app, shutdown_signal()).await?;
     crate::http::access_log::flush();
     tracing::info!("shut down cleanly");
     Ok(())

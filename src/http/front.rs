@@ -5,6 +5,7 @@
 //! it, and `from_fn` would add a boxed `Next` and a second boxed future to each request.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -55,41 +56,54 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         // The service that was made ready goes with the request; a clone stays behind.
         let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = std::mem::replace(&mut self.inner, clone);
         let state = self.state.clone();
-        Box::pin(async move { Ok(front(state, request, inner).await) })
+        // The route's template, for metrics: this layer wraps each route (`Router::layer`),
+        // so it runs after routing, where axum has put the template in the request.
+        let route = crate::metrics::enabled().then(|| {
+            request
+                .extensions()
+                .get::<MatchedPath>()
+                .map_or("unmatched", |matched| {
+                    crate::metrics::intern(matched.as_str())
+                })
+        });
+        Box::pin(async move {
+            let response = front(&state, request, route, move |request| {
+                let call = inner.call(request);
+                async move { call.await.unwrap_or_else(|never| match never {}) }
+            });
+            Ok(response.await)
+        })
     }
 }
 
 /// Gives the request its id (echoed as `X-Request-Id`) and logs one line per request:
 /// method, path, status, latency, request id. The line is queued here and formatted and
 /// written by background threads (`access_log`), so logging never holds up a request.
-/// Then authenticates it (`auth::authenticate`).
-async fn front<S>(state: AppState, mut request: Request, mut inner: S) -> Response
+/// Then authenticates it (`auth::authenticate`) and hands it to `inner`, the route.
+///
+/// `route` is the route's template as a metrics label (`None` with metrics off). Shared by
+/// [`Front`] (every routed request) and the hot lane (`super::hot`), which serves table
+/// loads without the router.
+pub(super) async fn front<F, Fut>(
+    state: &AppState,
+    mut request: Request,
+    route: Option<&'static str>,
+    inner: F,
+) -> Response
 where
-    S: Service<Request, Response = Response, Error = Infallible>,
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
 {
     let started = Instant::now();
     let id = RequestId::from_header(request.headers().get(REQUEST_ID));
     request.extensions_mut().insert(id.clone());
     let method = method_label(request.method());
-    // The route's template, for metrics: this layer wraps each route (`Router::layer`), so
-    // it runs after routing, where axum has put the template in the request.
-    let route = crate::metrics::enabled().then(|| {
-        request
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or("unmatched", |matched| {
-                crate::metrics::intern(matched.as_str())
-            })
-    });
     let logged = super::access_log::enabled()
         .then(|| (request.method().clone(), request.uri().path().to_string()));
-    let mut response = match super::auth::authenticate(&state, &mut request).await {
-        Ok(()) => inner
-            .call(request)
-            .await
-            .unwrap_or_else(|never| match never {}),
+    let mut response = match super::auth::authenticate(state, &mut request).await {
+        Ok(()) => inner(request).await,
         Err(refused) => refused,
     };
     if let Ok(value) = HeaderValue::from_str(&id.0) {

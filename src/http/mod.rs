@@ -7,6 +7,8 @@
 //! - `events`: the REST events endpoint (the change-event outbox, page by page).
 //! - `management`: Polaris's management API for catalogs; `dropped`: Floe's undrop
 //!   endpoints beside it.
+//! - `hot`: the server's service, [`App`]: table loads served without the router (the
+//!   request engines send most), everything else routed.
 //! - `front`: what every request goes through (request id, authentication, metrics, the
 //!   access log); `context`: the `Ctx` extractor (the catalog's request context);
 //!   `idempotency`: the `Idempotency-Key` layer; `outcome`: rendering of catalog outcomes.
@@ -28,6 +30,7 @@ pub mod error;
 mod events;
 mod extract;
 mod front;
+mod hot;
 pub mod idempotency;
 mod management;
 mod namespaces;
@@ -46,6 +49,7 @@ use axum::Router;
 
 use crate::catalog::Catalog;
 use error::ApiError;
+pub use hot::App;
 
 /// What every handler can reach. One `Arc`: the router clones the state (with each
 /// layered route) for every request, and one reference count is the cheapest clone.
@@ -83,6 +87,11 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     /// How the console signs users in.
     pub console: console::ConsoleSettings,
+}
+
+/// The server's service: the router behind the hot lane.
+pub fn app(state: AppState, settings: &HttpSettings) -> App {
+    App::new(router(state.clone(), settings), state)
 }
 
 pub fn router(state: AppState, settings: &HttpSettings) -> Router {

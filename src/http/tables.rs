@@ -17,9 +17,14 @@ use super::extract::{
 };
 use super::outcome::{render, table_etag, table_response, tagged_table_response, SnapshotsMode};
 use super::{AppState, Routes};
+use crate::catalog::context::RequestContext;
 use crate::catalog::tables::{CreateTable, TableChange};
 use crate::catalog::Outcome;
 use crate::storage::signing::SignRequest;
+
+/// A table's route (under each base). Its `GET` is also served by the hot lane
+/// (`super::hot`).
+pub(super) const TABLE: &str = "/{prefix}/namespaces/{namespace}/tables/{table}";
 
 pub fn routes(routes: Routes) -> Routes {
     routes
@@ -28,7 +33,7 @@ pub fn routes(routes: Routes) -> Routes {
             get(list).post(create),
         )
         .route(
-            "/{prefix}/namespaces/{namespace}/tables/{table}",
+            TABLE,
             get(load).head(exists).post(commit).delete(drop_table),
         )
         .route(
@@ -92,15 +97,26 @@ async fn load(
     params: Params,
     if_none_match: IfNoneMatch,
 ) -> ApiResult<Response> {
-    let mode = snapshots_mode(&params)?;
-    let ident = ident(&ns, &table)?;
-    let loaded = state
-        .catalog
-        .load_table(&ctx, &prefix, &ident, mode)
-        .await?;
+    load_table(&state, &ctx, &prefix, &ns, &table, &params, &if_none_match).await
+}
+
+/// `GET` a table, with the path's segments decoded: the route's handler, and the hot
+/// lane's (`super::hot`), which serves it without the router.
+pub(super) async fn load_table(
+    state: &AppState,
+    ctx: &RequestContext,
+    prefix: &str,
+    ns: &str,
+    table: &str,
+    params: &Params,
+    if_none_match: &IfNoneMatch,
+) -> ApiResult<Response> {
+    let mode = snapshots_mode(params)?;
+    let ident = ident(ns, table)?;
+    let loaded = state.catalog.load_table(ctx, prefix, &ident, mode).await?;
     let config = state
         .catalog
-        .table_config(&ctx, &prefix, &ident, &loaded.metadata)
+        .table_config(ctx, prefix, &ident, &loaded.metadata)
         .await?;
     let etag = table_etag(&loaded, mode, &config);
     if let Some(tag) = etag.as_deref().filter(|tag| if_none_match.matches(tag)) {

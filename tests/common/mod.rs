@@ -17,7 +17,7 @@ use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use reqwest::header::HeaderMap;
 use reqwest::Method;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
+use tokio::sync::watch;
 
 /// The catalog every server bootstraps.
 pub const CATALOG: &str = "default";
@@ -58,7 +58,10 @@ pub struct Server {
     root: String,
     /// A place outside every catalog's allowed locations.
     outside: String,
-    shutdown: Option<oneshot::Sender<()>>,
+    /// The same server (same catalog) with every request routed, its hot lane closed:
+    /// for tests that check the lane answers as the router does.
+    pub routed: String,
+    shutdown: Option<watch::Sender<()>>,
     /// What it was started with (`restart` starts another with it).
     config: floe::server::ServerConfig,
 }
@@ -98,9 +101,10 @@ impl Server {
             }
         };
         configure(&mut config);
-        let (base, shutdown) = serve(&config).await;
+        let (base, routed, shutdown) = serve(&config).await;
         Server {
             base,
+            routed,
             client: reqwest::Client::new(),
             dir,
             files: Files::for_target(s3.as_ref()),
@@ -118,8 +122,9 @@ impl Server {
             let _ = shutdown.send(());
         }
         between(self);
-        let (base, shutdown) = serve(&self.config).await;
+        let (base, routed, shutdown) = serve(&self.config).await;
         self.base = base;
+        self.routed = routed;
         self.shutdown = Some(shutdown);
     }
 
@@ -366,19 +371,28 @@ impl Server {
     }
 }
 
-/// Builds a server from `config` and serves it on a free port; returns its base URL and
-/// what stops it.
-async fn serve(config: &floe::server::ServerConfig) -> (String, oneshot::Sender<()>) {
-    let router = floe::server::build(config).await.expect("server builds");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind a port");
-    let address = listener.local_addr().expect("local address");
-    let (shutdown, shutdown_rx) = oneshot::channel::<()>();
-    tokio::spawn(floe::server::run(listener, router, async move {
-        let _ = shutdown_rx.await;
-    }));
-    (format!("http://{address}"), shutdown)
+/// Builds a server from `config` and serves it on a free port, and the same app with its
+/// hot lane closed on another; returns their base URLs and what stops both.
+async fn serve(config: &floe::server::ServerConfig) -> (String, String, watch::Sender<()>) {
+    let app = floe::server::build(config).await.expect("server builds");
+    let (shutdown, shutdown_rx) = watch::channel(());
+    let mut bases = Vec::new();
+    for app in [app.without_lane(), app] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a port");
+        bases.push(format!(
+            "http://{}",
+            listener.local_addr().expect("address")
+        ));
+        let mut stopped = shutdown_rx.clone();
+        tokio::spawn(floe::server::run(listener, app, async move {
+            // Sent or dropped: either way, stop.
+            let _ = stopped.changed().await;
+        }));
+    }
+    let (base, routed) = (bases.pop().expect("two"), bases.pop().expect("two"));
+    (base, routed, shutdown)
 }
 
 impl Drop for Server {
