@@ -136,6 +136,11 @@ impl Load {
 /// A path segment percent-decoded as axum decodes path parameters; `None` if the result
 /// is not UTF-8 (the router's answer to that is its own, so the lane declines it).
 fn decode(segment: &str) -> Option<Cow<'_, str>> {
+    // Without a `%` it decodes to itself, and it is UTF-8 already (a `str` cut at `/`):
+    // skips `decode_utf8`'s byte-at-a-time scan and UTF-8 check.
+    if !segment.as_bytes().contains(&b'%') {
+        return Some(Cow::Borrowed(segment));
+    }
     percent_decode_str(segment).decode_utf8().ok()
 }
 
