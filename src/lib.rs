@@ -13,6 +13,8 @@
 //!   are new backends), and location rules.
 //! - `model/`: names and records every layer shares; depends on nothing else.
 //! - `bench/`: `floe bench`, a load generator for any Iceberg REST catalog.
+//! - `json_text.rs`, `stable_hash.rs`: small pure helpers (JSON text written fast and as
+//!   serde_json writes it; hashes that agree across processes).
 //!
 //! Dependencies run one way: http → catalog → store, storage → model.
 
@@ -22,6 +24,7 @@ pub mod catalog;
 pub mod cli;
 pub mod events;
 pub mod http;
+pub mod json_text;
 pub mod metrics;
 pub mod model;
 pub mod server;

@@ -252,7 +252,8 @@ pub fn metadata_json<T: Serialize>(metadata: &T) -> CatalogResult<String> {
             }
         }
     }
-    serde_json::to_string(&doc).map_err(CatalogError::internal)
+    // serde_json's own writer escapes byte by byte; documents are mostly locations.
+    Ok(crate::json_text::to_string(&doc))
 }
 
 /// The path of the next metadata file in `metadata_dir`: `<version>-<uuid>.metadata.json`,
