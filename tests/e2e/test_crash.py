@@ -128,7 +128,12 @@ def load_table(api: Api, name: str) -> dict:
 
 
 def check_table_on_disk(name: str, loaded: dict, expected_uuid: str,
-                        expected_props: dict) -> None:
+                        expected_props: dict, unnamed_may_be_partial: bool) -> None:
+    """With `unnamed_may_be_partial` (the journal), a file no pointer or metadata-log
+    entry names may be partial: the journal writes files under their final name unsynced,
+    so a kill -9 inside that write (SIGKILL cuts a file write at a page boundary) leaves
+    the file of a commit that never landed, as `FileStore::write_new` documents. Every
+    file that is named must be complete either way."""
     metadata = loaded["metadata"]
     assert metadata["table-uuid"] == expected_uuid, f"{name}: table uuid changed"
 
@@ -149,16 +154,20 @@ def check_table_on_disk(name: str, loaded: dict, expected_uuid: str,
             f"missing from {source}, e.g. {sorted(missing.items())[:5]}"
         )
 
-    # every metadata file the server has written is complete JSON
+    # every metadata file the server has written is complete JSON (but see above)
     metadata_dir = local_path(metadata["location"]) / "metadata"
     assert metadata_dir.is_dir(), f"{name}: {metadata_dir} missing"
     json_files = [p for p in metadata_dir.iterdir()
                   if p.name.endswith(".json") and not p.name.startswith(".")]
     assert pointer in json_files or pointer.parent != metadata_dir
+    named = {pointer} | {local_path(e["metadata-file"]) for e in metadata.get("metadata-log", [])}
     for path in json_files:
         try:
             doc = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            if unnamed_may_be_partial and path not in named:
+                print(f"{name}: unnamed partial file {path.name} ({path.stat().st_size} bytes)")
+                continue
             pytest.fail(f"{name}: metadata file {path} is not complete JSON: {e}")
         assert doc.get("table-uuid") == expected_uuid, f"{path}: wrong table-uuid"
         assert "format-version" in doc, f"{path}: no format-version"
@@ -179,6 +188,7 @@ def test_acknowledged_commits_survive_kill_9(floe_server_factory, sync_flags):
     """With the metadata files synced by the journal's background rounds (the default;
     each restart restores what the journal still holds), one by one, or in shared rounds."""
     server = floe_server_factory(["--auth", "none", *sync_flags])
+    journal = "--fsync-journal" in sync_flags and "true" in sync_flags
     api = Api(server)
     r = requests.post(api.url("/namespaces"), json={"namespace": [NAMESPACE]}, timeout=30)
     assert r.status_code == 200, f"create namespace: {r.status_code} {r.text}"
@@ -221,7 +231,7 @@ def test_acknowledged_commits_survive_kill_9(floe_server_factory, sync_flags):
         server.start()  # same data dir, after kill -9
         api = Api(server)
         for t in tables:
-            check_table_on_disk(t, load_table(api, t), uuids[t], expected[t])
+            check_table_on_disk(t, load_table(api, t), uuids[t], expected[t], journal)
 
         # the restarted server still takes commits and reads its own writes
         probe = {"requirements": [], "updates": [
@@ -236,7 +246,7 @@ def test_acknowledged_commits_survive_kill_9(floe_server_factory, sync_flags):
     server.start()
     api = Api(server)
     for t in tables:
-        check_table_on_disk(t, load_table(api, t), uuids[t], expected[t])
+        check_table_on_disk(t, load_table(api, t), uuids[t], expected[t], journal)
 
 
 def test_sigterm_exits_cleanly(floe_server_factory):
