@@ -58,19 +58,30 @@ pub fn push_value(out: &mut Vec<u8>, value: &Value) {
             }
             out.push(b']');
         }
-        Value::Object(object) => {
-            out.push(b'{');
-            for (i, (key, item)) in object.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                push_str(out, key);
-                out.push(b':');
-                push_value(out, item);
-            }
-            out.push(b'}');
-        }
+        Value::Object(object) => push_object(
+            out,
+            object.iter().map(|(key, item)| (key.as_str(), item)),
+            push_value,
+        ),
     }
+}
+
+/// Appends the object of `entries`, each value written by `push_item`.
+pub fn push_object<'a, V>(
+    out: &mut Vec<u8>,
+    entries: impl IntoIterator<Item = (&'a str, V)>,
+    mut push_item: impl FnMut(&mut Vec<u8>, V),
+) {
+    out.push(b'{');
+    for (i, (key, item)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        push_str(out, key);
+        out.push(b':');
+        push_item(out, item);
+    }
+    out.push(b'}');
 }
 
 /// `value` as compact JSON text, as `serde_json::to_string` would write it.

@@ -94,7 +94,8 @@ pub fn app(state: AppState, settings: &HttpSettings) -> App {
     App::new(router(state.clone(), settings), state)
 }
 
-pub fn router(state: AppState, settings: &HttpSettings) -> Router {
+/// Every route, the table load included (the hot lane declines what it cannot serve exactly).
+fn router(state: AppState, settings: &HttpSettings) -> Router {
     let iceberg = |base| {
         let routes = Routes::under(base).route("/oauth/tokens", axum::routing::post(auth::token));
         let routes = config::routes(routes);

@@ -9,7 +9,7 @@ use super::management::catalog_json;
 use crate::catalog::delegation::TableConfig;
 use crate::catalog::outcome::{LoadedTable, LoadedView};
 use crate::catalog::Outcome;
-use crate::json_text::push_str;
+use crate::json_text::{push_object, push_str};
 use crate::stable_hash::fold_words;
 
 /// Which snapshots a table body holds; part of its ETag, because the bodies differ.
@@ -87,16 +87,13 @@ fn push_json(body: &mut Vec<u8>, value: &(impl serde::Serialize + ?Sized)) {
 
 /// `"config":{…}` and, when there are any, `"storage-credentials":[…]`.
 fn push_table_config(body: &mut Vec<u8>, config: &TableConfig) {
-    body.extend_from_slice(b",\"config\":{");
-    for (i, (key, value)) in config.config.iter().enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        push_str(body, key);
-        body.push(b':');
-        push_str(body, value);
-    }
-    body.push(b'}');
+    body.extend_from_slice(b",\"config\":");
+    let entries = config.config.iter();
+    push_object(
+        body,
+        entries.map(|(k, v)| (k.as_str(), v.as_str())),
+        push_str,
+    );
     if !config.credentials.is_empty() {
         body.extend_from_slice(b",\"storage-credentials\":");
         push_json(body, &config.credentials);
