@@ -53,6 +53,8 @@ pub struct ServerConfig {
     pub drop_retention: Duration,
     /// Most files one round of a purge deletes.
     pub purge_batch_files: usize,
+    /// Bytes of documents whose parsed models are kept for the next commit (0: none).
+    pub commit_cache_bytes: usize,
 }
 
 /// The change-event outbox and its relay.
@@ -97,6 +99,7 @@ impl ServerConfig {
             events: EventSettings::default(),
             drop_retention: CatalogSettings::default().drop_retention,
             purge_batch_files: CatalogSettings::default().purge_batch_files,
+            commit_cache_bytes: CatalogSettings::default().commit_cache_bytes,
         }
     }
 }
@@ -183,6 +186,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<http::App> {
             events: config.events.enabled,
             drop_retention: config.drop_retention,
             purge_batch_files: config.purge_batch_files,
+            commit_cache_bytes: config.commit_cache_bytes,
             ..CatalogSettings::default()
         },
     )

@@ -641,6 +641,37 @@ async fn commits_apply_updates_and_check_requirements() {
     assert_eq!(s.load_table(&["db"], "t").await, moved);
 }
 
+/// A commit starts from the model the previous one wrote when the node still holds it,
+/// and debug builds (these tests) check on every such start that the model equals what
+/// the stored document parses to. A format 1 document keeps no refs, so a ref's
+/// retention does not survive its parse: these commits must start from the document.
+#[tokio::test]
+async fn commits_to_a_format_1_table_start_from_its_document() {
+    let s = Server::start().await;
+    s.create_namespace(&["db"]).await;
+    let body = json!({ "name": "t", "schema": schema(), "properties": { "format-version": "1" } });
+    s.create_table_with(&["db"], body).await.ok(200);
+    let commit = |updates: Value| s.commit(&["db"], "t", json!({ "updates": updates }));
+    commit(json!([
+        { "action": "add-snapshot", "snapshot": snapshot(1, None, 0, &s) },
+        { "action": "set-snapshot-ref", "ref-name": "main", "snapshot-id": 1, "type": "branch",
+          "max-snapshot-age-ms": 86400000 },
+    ]))
+    .await
+    .ok(200);
+    commit(json!([{ "action": "set-properties", "updates": { "a": "1" } }]))
+        .await
+        .ok(200);
+    let last = commit(json!([{ "action": "remove-properties", "removals": ["a"] }]))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(last["metadata"]["format-version"], 1);
+    assert_eq!(last["metadata"]["current-snapshot-id"], 1);
+    assert_eq!(table_property(&last, "a"), None);
+    assert_eq!(s.load_table(&["db"], "t").await, last);
+}
+
 #[tokio::test]
 async fn staged_create_then_commit_with_assert_create() {
     let s = Server::start().await;

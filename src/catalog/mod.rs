@@ -39,6 +39,7 @@ pub mod namespaces;
 mod objects;
 pub mod outcome;
 pub mod pagination;
+mod parsed;
 pub mod security;
 pub mod tables;
 pub mod views;
@@ -91,6 +92,9 @@ pub struct CatalogSettings {
     /// Most files one round of a purge deletes (at least 1): a large table is purged
     /// over several rounds, none of which holds a request or the expirer for long.
     pub purge_batch_files: usize,
+    /// Bytes of documents whose parsed models this node keeps for the next commit of
+    /// the same table or view (`parsed.rs`; 0: off).
+    pub commit_cache_bytes: usize,
 }
 
 /// Kept beyond the advertised lifetime, for clock skew and slow retries.
@@ -111,6 +115,7 @@ impl Default for CatalogSettings {
             events: true,
             drop_retention: Duration::from_secs(7 * 86_400),
             purge_batch_files: 10_000,
+            commit_cache_bytes: 16 << 20,
         }
     }
 }
@@ -123,6 +128,8 @@ pub struct Catalog {
     settings: CatalogSettings,
     commit_locks: CommitLocks,
     security: security::SecurityCache,
+    /// The models of the documents this node's commits wrote, for the next commit.
+    parsed: parsed::ParsedCache<parsed::Model>,
     /// Woken after every write that added events: this node's relay publishes them
     /// without waiting for its next poll.
     events_written: Arc<tokio::sync::Notify>,
@@ -138,6 +145,7 @@ impl Catalog {
                 settings.file_journal.clone(),
             ),
             vendor: Vendor::new(settings.credential_lifetime),
+            parsed: parsed::ParsedCache::new(settings.commit_cache_bytes),
             catalog_cache: Default::default(),
             settings,
             commit_locks: CommitLocks::new(),

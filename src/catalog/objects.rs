@@ -548,6 +548,9 @@ impl Catalog {
             // unknown, and the pointer may already name them: an orphan file is
             // harmless, a dangling pointer is not.
             if files == MetadataFiles::New && is_definitely_rejected(&error) {
+                for write in &writes {
+                    self.parsed.forget(&write.metadata_location);
+                }
                 self.remove_files_quietly(catalog, &writes).await;
             }
             match error {

@@ -21,6 +21,7 @@ use super::namespaces::namespace_missing;
 use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
 pub use super::outcome::LoadedTable;
 use super::pagination::{ListRequest, Listed};
+use super::parsed::Model;
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
@@ -392,17 +393,22 @@ impl Catalog {
                 HashSet::new(),
             ),
             Some(object) => {
-                let base = parse_metadata(&object.metadata)?;
+                let base = self.base_table_metadata(&object)?;
                 let previous_location = base.location().to_string();
                 let snapshots_before: HashSet<i64> =
                     base.snapshots().map(|s| s.snapshot_id()).collect();
-                check_table_requirements(&change.requirements, Some(&base)).map_err(
-                    |e| match e {
+                let checked = check_table_requirements(&change.requirements, Some(&base));
+                if checked.is_err() || change.updates.is_empty() {
+                    // Unchanged: the next commit may still start from this model.
+                    self.parsed.put(
+                        &object.metadata_location,
+                        &object.metadata,
+                        Model::Table(Box::new(base)),
+                    );
+                    checked.map_err(|e| match e {
                         CatalogError::NotFound { .. } => object_missing(ObjectKind::Table, ident),
                         other => other,
-                    },
-                )?;
-                if change.updates.is_empty() {
+                    })?;
                     return Ok(None);
                 }
                 let metadata =
@@ -450,10 +456,37 @@ impl Catalog {
             .with("requirements", to_value(&change.requirements)?)
             .with("snapshots-added", added)
             .with("snapshots-removed", removed);
+        // Not V1: its document keeps no refs, so parsing it does not give this model back.
+        if metadata.format_version() != FormatVersion::V1 {
+            self.parsed.put(
+                &write.metadata_location,
+                &write.metadata,
+                Model::Table(Box::new(metadata)),
+            );
+        }
         Ok(Some(Prepared {
             write,
             events: vec![event],
         }))
+    }
+
+    /// The model of a stored table's document: the one its commit wrote when this node
+    /// still holds it (`parsed.rs`), else parsed.
+    fn base_table_metadata(&self, object: &StoredObject) -> CatalogResult<TableMetadata> {
+        match self
+            .parsed
+            .take(&object.metadata_location, &object.metadata)
+        {
+            Some(Model::Table(metadata)) => {
+                debug_assert!(
+                    parse_metadata(&object.metadata).is_ok_and(|parsed| parsed == *metadata),
+                    "the kept model of {} differs from its document's",
+                    object.metadata_location
+                );
+                Ok(*metadata)
+            }
+            _ => parse_metadata(&object.metadata),
+        }
     }
 
     /// The metadata of a table created by a commit (a staged create's second step).

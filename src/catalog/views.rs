@@ -15,11 +15,12 @@ use super::locations::{check_allowed, default_location, metadata_dir};
 use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
 pub use super::outcome::LoadedView;
 use super::pagination::{ListRequest, Listed};
+use super::parsed::Model;
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
 use crate::model::{Ident, Namespace, ObjectKind};
-use crate::store::ObjectWrite;
+use crate::store::{ObjectWrite, StoredObject};
 
 /// The body of a create-view request.
 #[derive(Debug, Deserialize)]
@@ -153,8 +154,14 @@ impl Catalog {
                         .flatten()
                         .filter(|o| o.kind == ObjectKind::View)
                         .ok_or_else(|| object_missing(ObjectKind::View, ident))?;
-                    let base = parse_view_metadata(&object.metadata)?;
-                    check_view_requirements(&change.requirements, &base)?;
+                    let base = self.base_view_metadata(&object)?;
+                    if let Err(e) = check_view_requirements(&change.requirements, &base) {
+                        // Unchanged: the next commit may still start from this model.
+                        let model = Model::View(Box::new(base));
+                        self.parsed
+                            .put(&object.metadata_location, &object.metadata, model);
+                        return Err(e);
+                    }
                     let log_len = base.history().len();
                     let previous_location = base.location().to_string();
                     let metadata = apply_view_updates(base, change.updates.clone())?;
@@ -176,6 +183,9 @@ impl Catalog {
                     let event = write_event(Operation::UpdateView, &write, &uuid)
                         .with("updates", to_value(&change.updates)?)
                         .with("requirements", to_value(&change.requirements)?);
+                    let model = Model::View(Box::new(metadata));
+                    self.parsed
+                        .put(&write.metadata_location, &write.metadata, model);
                     Ok(vec![Prepared {
                         write,
                         events: vec![event],
@@ -185,6 +195,25 @@ impl Catalog {
             )
             .await?;
         Ok(loaded(&writes[0]))
+    }
+
+    /// The model of a stored view's document: the one its commit wrote when this node
+    /// still holds it (`parsed.rs`), else parsed.
+    fn base_view_metadata(&self, object: &StoredObject) -> CatalogResult<ViewMetadata> {
+        match self
+            .parsed
+            .take(&object.metadata_location, &object.metadata)
+        {
+            Some(Model::View(metadata)) => {
+                debug_assert!(
+                    parse_view_metadata(&object.metadata).is_ok_and(|parsed| parsed == *metadata),
+                    "the kept model of {} differs from its document's",
+                    object.metadata_location
+                );
+                Ok(*metadata)
+            }
+            _ => parse_view_metadata(&object.metadata),
+        }
     }
 
     pub async fn drop_view(

@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// moved.
     #[arg(long, env = "FLOE_METADATA_CACHE_MIB", default_value_t = 64)]
     pub metadata_cache_mib: usize,
+    /// MiB of documents whose parsed models a node keeps for the next commit of the same
+    /// table or view (0: off): that commit then parses nothing.
+    #[arg(long, env = "FLOE_COMMIT_CACHE_MIB", default_value_t = 16)]
+    pub commit_cache_mib: usize,
     /// PostgreSQL URL (postgres://user:pass@host:port/db) to keep the catalog in, instead
     /// of the embedded store; several nodes can share one database.
     #[arg(long, env = "FLOE_DATABASE_URL")]
@@ -322,6 +326,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         credential_lifetime: std::time::Duration::from_secs(args.credential_lifetime),
         drop_retention: drop_retention(args.drop_retention_days)?,
         purge_batch_files: args.purge_batch_files as usize,
+        commit_cache_bytes: args.commit_cache_mib << 20,
         events: EventSettings {
             enabled: args.events,
             sink: args.events_sink.clone(),

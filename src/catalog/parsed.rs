@@ -1,0 +1,212 @@
+//! The parsed metadata of the documents this node's commits wrote, kept so that the next
+//! commit to the same table or view starts from it instead of parsing the document again.
+//!
+//! Why: parsing a stored document is about a third of a commit's CPU. iceberg-rust's
+//! format-version enum is untagged (V3 tried first) with flattened fields, so serde
+//! buffers the whole document into its `Content` tree before building the model. A commit
+//! already holds the model of the document it writes; keeping it until the next commit of
+//! that object saves the parse (BENCHMARKS.md, "Commits without a parse").
+//!
+//! Why it is exact:
+//! - An entry is keyed by the metadata file's location. Floe names every file it writes
+//!   with a random UUID and never rewrites one.
+//! - It is used only for a stored document of the same length and hash as the one it
+//!   was written as. So a document that came from anywhere else (a register, another
+//!   node, a file replaced behind the catalog's back) is parsed as before.
+//! - Parsing what iceberg-rust serialises gives back the same model: unit tests check
+//!   this for every format version after every kind of update, and debug builds (every
+//!   `cargo test`) compare each hit with a fresh parse.
+//!
+//! A commit *takes* its base out (no clone of the model), and puts the new model in under
+//! the new location, whether or not that write then lands: a pipelined commit may build
+//! on it before it is durable (`locks.rs`), and an entry no stored pointer names is never
+//! hit and soon evicted. Bounded by a budget in document bytes; beyond it arbitrary
+//! entries go. Random eviction keeps a share of hits when commits go round more objects
+//! than fit, where least-recently-used would keep none.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use iceberg::spec::{TableMetadata, ViewMetadata};
+
+use crate::stable_hash::fold_words;
+
+/// What a cached location holds. Boxed: a view's model is much smaller than a table's.
+pub(super) enum Model {
+    Table(Box<TableMetadata>),
+    View(Box<ViewMetadata>),
+}
+
+/// Models by metadata location, for one kind of object.
+pub(super) struct ParsedCache<T> {
+    budget: usize,
+    inner: Mutex<Inner<T>>,
+}
+
+struct Inner<T> {
+    entries: HashMap<String, Entry<T>>,
+    /// Sum of the entries' document lengths.
+    bytes: usize,
+}
+
+struct Entry<T> {
+    len: usize,
+    hash: u64,
+    model: T,
+}
+
+impl<T> ParsedCache<T> {
+    /// A cache holding models of at most `budget` bytes of documents (0: off).
+    pub(super) fn new(budget: usize) -> Self {
+        ParsedCache {
+            budget,
+            inner: Mutex::new(Inner {
+                entries: HashMap::new(),
+                bytes: 0,
+            }),
+        }
+    }
+
+    /// The model of `document`, stored at `location`, taken out of the cache; `None` when
+    /// this cache does not hold that very document.
+    pub(super) fn take(&self, location: &str, document: &str) -> Option<T> {
+        if self.budget == 0 {
+            return None;
+        }
+        let hash = fold_words(&[document.as_bytes()]);
+        let entry = {
+            let mut inner = self.lock();
+            let entry = inner.entries.remove(location)?;
+            inner.bytes -= entry.len;
+            entry
+        };
+        // Another document at the same location: not this node's write. Dropped outside
+        // the lock (freeing a model is thousands of deallocations).
+        (entry.len == document.len() && entry.hash == hash).then_some(entry.model)
+    }
+
+    /// Keeps `model`, the parsed form of `document` as written to `location`.
+    pub(super) fn put(&self, location: &str, document: &str, model: T) {
+        if self.budget == 0 || document.len() > self.budget {
+            return;
+        }
+        let entry = Entry {
+            len: document.len(),
+            hash: fold_words(&[document.as_bytes()]),
+            model,
+        };
+        let mut evicted = Vec::new();
+        {
+            let mut inner = self.lock();
+            inner.bytes += entry.len;
+            if let Some(old) = inner.entries.insert(location.to_string(), entry) {
+                inner.bytes -= old.len;
+                evicted.push(old);
+            }
+            while inner.bytes > self.budget {
+                let Some(key) = inner.entries.keys().find(|k| *k != location).cloned() else {
+                    break;
+                };
+                let old = inner.entries.remove(&key).expect("the key was just found");
+                inner.bytes -= old.len;
+                evicted.push(old);
+            }
+        }
+        drop(evicted);
+    }
+
+    /// Drops the model written to `location` (its write was refused).
+    pub(super) fn forget(&self, location: &str) {
+        let removed = {
+            let mut inner = self.lock();
+            let removed = inner.entries.remove(location);
+            if let Some(entry) = &removed {
+                inner.bytes -= entry.len;
+            }
+            removed
+        };
+        drop(removed);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner<T>> {
+        // The map stays consistent whatever panicked while holding it.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.entries.len(), inner.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_is_taken_once_and_only_for_its_own_document() {
+        let cache = ParsedCache::new(1 << 20);
+        cache.put("s3://b/t/metadata/1-a.metadata.json", "{\"a\":1}", 1);
+        // Another document at the same location: a miss, and the entry is gone.
+        assert_eq!(
+            cache.take("s3://b/t/metadata/1-a.metadata.json", "{\"a\":2}"),
+            None
+        );
+        assert_eq!(cache.held(), (0, 0));
+        cache.put("s3://b/t/metadata/1-a.metadata.json", "{\"a\":1}", 1);
+        assert_eq!(
+            cache.take("s3://b/t/metadata/2-b.metadata.json", "{\"a\":1}"),
+            None
+        );
+        assert_eq!(
+            cache.take("s3://b/t/metadata/1-a.metadata.json", "{\"a\":1}"),
+            Some(1)
+        );
+        assert_eq!(
+            cache.take("s3://b/t/metadata/1-a.metadata.json", "{\"a\":1}"),
+            None
+        );
+        assert_eq!(cache.held(), (0, 0));
+    }
+
+    #[test]
+    fn same_length_documents_are_told_apart_by_hash() {
+        let cache = ParsedCache::new(1 << 20);
+        cache.put("l", "{\"k\":\"abcdefgh\"}", 1);
+        assert_eq!(cache.take("l", "{\"k\":\"abcdefgi\"}"), None);
+    }
+
+    #[test]
+    fn the_budget_bounds_what_is_kept_and_the_newest_entry_stays() {
+        let cache = ParsedCache::new(100);
+        let doc = "x".repeat(30);
+        for i in 0..10 {
+            cache.put(&format!("loc-{i}"), &doc, i);
+            let (entries, bytes) = cache.held();
+            assert!(bytes <= 100, "{bytes} bytes held");
+            assert_eq!(bytes, entries * 30);
+        }
+        assert_eq!(cache.take("loc-9", &doc), Some(9));
+        // A document larger than the whole budget is not kept, and evicts nothing.
+        cache.put("big", &"y".repeat(101), 99);
+        assert_eq!(cache.take("big", &"y".repeat(101)), None);
+        assert_eq!(cache.held().0, 2);
+        // Putting the same location twice counts it once.
+        cache.put("loc-x", &doc, 1);
+        cache.put("loc-x", &doc, 2);
+        assert_eq!(cache.take("loc-x", &doc), Some(2));
+    }
+
+    #[test]
+    fn forget_and_a_zero_budget_keep_nothing() {
+        let cache = ParsedCache::new(1 << 20);
+        cache.put("l", "{}", 1);
+        cache.forget("l");
+        assert_eq!(cache.held(), (0, 0));
+        assert_eq!(cache.take("l", "{}"), None);
+        let off = ParsedCache::new(0);
+        off.put("l", "{}", 1);
+        assert_eq!(off.take("l", "{}"), None);
+    }
+}
