@@ -76,13 +76,19 @@ impl<T> ParsedCache<T> {
         let hash = fold_words(&[document.as_bytes()]);
         let entry = {
             let mut inner = self.lock();
-            let entry = inner.entries.remove(location)?;
-            inner.bytes -= entry.len;
+            let entry = inner.entries.remove(location);
+            if let Some(entry) = &entry {
+                inner.bytes -= entry.len;
+            }
             entry
         };
         // Another document at the same location: not this node's write. Dropped outside
         // the lock (freeing a model is thousands of deallocations).
-        (entry.len == document.len() && entry.hash == hash).then_some(entry.model)
+        let model = entry
+            .filter(|e| e.len == document.len() && e.hash == hash)
+            .map(|e| e.model);
+        crate::metrics::record_cache("commit", model.is_some());
+        model
     }
 
     /// Keeps `model`, the parsed form of `document` as written to `location`.
