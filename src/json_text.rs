@@ -10,6 +10,8 @@
 
 use serde_json::Value;
 
+pub mod sorted;
+
 /// Appends `text` as a JSON string.
 pub fn push_str(out: &mut Vec<u8>, text: &str) {
     // Exactly what serde_json escapes: control characters, `"` and `\`.
