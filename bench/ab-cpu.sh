@@ -33,7 +33,10 @@ for r in $(seq "$RUNS"); do
     "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" --auth none --log warn ${ARGS:-} > "$dir/log" 2>&1 &
     pid=$!
     for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
-    "$NEW" bench --quiet --url "http://127.0.0.1:$port" create-tree "${TREE[@]}" > /dev/null 2>&1
+    # The catalog's files under the run's directory, removed with it (the default base
+    # location, file:///tmp/polaris as in Polaris's tool, keeps gigabytes per run).
+    "$NEW" bench --quiet --url "http://127.0.0.1:$port" create-tree "${TREE[@]}" \
+      --base-location "file://$dir/warehouse" > /dev/null 2>&1
     "$NEW" bench --quiet --url "http://127.0.0.1:$port" read-update "${TREE[@]}" \
       --read-write-ratio "$RATIO" --users 50 --warmup "${WARM}s" --duration "${DUR}s" > "$dir/out" 2>&1 &
     bench=$!

@@ -38,7 +38,9 @@ run() {
     >"$dir/log" 2>&1 &
   pid=$!
   for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
-  $BENCH --url "http://127.0.0.1:$port" create-tree "${TREE[@]}" >/dev/null
+  # The catalog's files under the run's directory (not the default file:///tmp/polaris).
+  $BENCH --url "http://127.0.0.1:$port" create-tree "${TREE[@]}" \
+    --base-location "file://$dir/warehouse" >/dev/null
   echo "== $tag"
   $BENCH --url "http://127.0.0.1:$port" read-update "${TREE[@]}" --read-write-ratio "$RATIO" \
     --users 50 --duration 10s | grep -E '^\[(Read|Write)\]'

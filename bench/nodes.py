@@ -84,7 +84,8 @@ def main():
             try:
                 stem = label.split(",")[0].lower().replace(" ", "-") + f"-{count}"
                 for workload, extra in [
-                    ("create", ["create-tree", *tree]),
+                    # The catalog's files in the run's directory, not file:///tmp/polaris.
+                    ("create", ["create-tree", *tree, "--base-location", f"file://{work}/warehouse"]),
                     ("mix-99-1", ["read-update", *tree, "--read-write-ratio", "0.99", "--users", "50",
                                   "--duration", f"{args.seconds}s", "--warmup", "2s"]),
                     ("mix-50-50", ["read-update", *tree, "--read-write-ratio", "0.5", "--users", "50",

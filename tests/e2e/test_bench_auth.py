@@ -23,7 +23,9 @@ def bench(server, out, name: str, *args: str, secret: str | None = None):
 
 def test_bench_logs_in_and_refreshes_across_expiry(floe_server_factory, tmp_path):
     server = floe_server_factory(["--token-lifetime", "4", "--log", "warn"])
-    created = bench(server, tmp_path, "create", "create-tree", *TREE, "--users", "4")
+    # The catalog's files in the test's directory, not the default file:///tmp/polaris.
+    created = bench(server, tmp_path, "create", "create-tree", *TREE, "--users", "4",
+                    "--base-location", f"file://{tmp_path}/warehouse")
     assert created.returncode == 0, created.stdout + created.stderr
     run = bench(server, tmp_path, "mix", "read-update", *TREE, "--read-write-ratio", "0.9",
                 "--users", "4", "--duration", "9s")
