@@ -642,8 +642,8 @@ async fn commits_apply_updates_and_check_requirements() {
 }
 
 /// A commit starts from the model the previous one wrote when the node still holds it,
-/// and debug builds (these tests) check on every such start that the model equals what
-/// the stored document parses to. A format 1 document keeps no refs, so a ref's
+/// and the self-check (on in these tests) makes sure on every such start that the model
+/// equals what the stored document parses to. A format 1 document keeps no refs, so a ref's
 /// retention does not survive its parse: these commits must start from the document.
 #[tokio::test]
 async fn commits_to_a_format_1_table_start_from_its_document() {

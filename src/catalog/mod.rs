@@ -40,6 +40,7 @@ mod objects;
 pub mod outcome;
 pub mod pagination;
 mod parsed;
+pub use parsed::set_self_check;
 pub mod security;
 pub mod tables;
 pub mod views;

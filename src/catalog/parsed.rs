@@ -14,8 +14,9 @@
 //!   was written as. So a document that came from anywhere else (a register, another
 //!   node, a file replaced behind the catalog's back) is parsed as before.
 //! - Parsing what iceberg-rust serialises gives back the same model: unit tests check
-//!   this for every format version after every kind of update, and debug builds (every
-//!   `cargo test`) compare each hit with a fresh parse.
+//!   this for every format version after every kind of update, and with the self-check
+//!   on (debug builds, and the test suites' servers) each hit is compared with a fresh
+//!   parse.
 //!
 //! A commit *takes* its base out (no clone of the model), and puts the new model in under
 //! the new location, whether or not that write then lands: a pipelined commit may build
@@ -25,11 +26,26 @@
 //! than fit, where least-recently-used would keep none.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use iceberg::spec::{TableMetadata, ViewMetadata};
 
 use crate::stable_hash::fold_words;
+
+/// Whether every kept model used is compared with a fresh parse of its document, and every
+/// document written with the `Value` path's (`commit::metadata_json`); a mismatch panics.
+/// On in debug builds; the test suites turn it on in release builds too (CI runs them so).
+static SELF_CHECK: AtomicBool = AtomicBool::new(cfg!(debug_assertions));
+
+/// Turns the self-check on or off (the test suites' servers turn it on).
+pub fn set_self_check(on: bool) {
+    SELF_CHECK.store(on, Ordering::Relaxed);
+}
+
+pub(super) fn self_check() -> bool {
+    SELF_CHECK.load(Ordering::Relaxed)
+}
 
 /// What a cached location holds. Boxed: a view's model is much smaller than a table's.
 pub(super) enum Model {

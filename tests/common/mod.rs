@@ -73,6 +73,8 @@ impl Server {
 
     /// Starts a server after `configure` adjusted its config (fsync is off already).
     pub async fn start_with(configure: impl FnOnce(&mut floe::server::ServerConfig)) -> Server {
+        // Kept models and written documents checked on every commit, in release builds too.
+        floe::catalog::set_self_check(true);
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut config = floe::server::ServerConfig::new(dir.path().join("data"));
         config.fsync = false;
