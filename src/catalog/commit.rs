@@ -398,7 +398,10 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_millis() as i64
-            + 60_000;
+            // In the past: iceberg-rust refuses a metadata update older than the last
+            // metadata-log entry (by more than a minute), and a snapshot timestamp sets
+            // that entry's time.
+            - 1_000;
         let snapshot = |id: i64, parent: Option<i64>, sequence: i64, v3: bool| {
             let mut s = serde_json::json!({
                 "snapshot-id": id, "timestamp-ms": now + id, "sequence-number": sequence,
