@@ -65,6 +65,15 @@ struct Inner<T> {
     bytes: usize,
 }
 
+impl<T> Inner<T> {
+    /// Takes the entry at `location` out, keeping `bytes` the sum of what stays.
+    fn remove(&mut self, location: &str) -> Option<Entry<T>> {
+        let entry = self.entries.remove(location)?;
+        self.bytes -= entry.len;
+        Some(entry)
+    }
+}
+
 struct Entry<T> {
     len: usize,
     hash: u64,
@@ -90,14 +99,7 @@ impl<T> ParsedCache<T> {
             return None;
         }
         let hash = fold_words(&[document.as_bytes()]);
-        let entry = {
-            let mut inner = self.lock();
-            let entry = inner.entries.remove(location);
-            if let Some(entry) = &entry {
-                inner.bytes -= entry.len;
-            }
-            entry
-        };
+        let entry = self.lock().remove(location);
         // Another document at the same location: not this node's write. Dropped outside
         // the lock (freeing a model is thousands of deallocations).
         let model = entry
@@ -120,18 +122,14 @@ impl<T> ParsedCache<T> {
         let mut evicted = Vec::new();
         {
             let mut inner = self.lock();
+            evicted.extend(inner.remove(location));
             inner.bytes += entry.len;
-            if let Some(old) = inner.entries.insert(location.to_string(), entry) {
-                inner.bytes -= old.len;
-                evicted.push(old);
-            }
+            inner.entries.insert(location.to_string(), entry);
             while inner.bytes > self.budget {
                 let Some(key) = inner.entries.keys().find(|k| *k != location).cloned() else {
                     break;
                 };
-                let old = inner.entries.remove(&key).expect("the key was just found");
-                inner.bytes -= old.len;
-                evicted.push(old);
+                evicted.extend(inner.remove(&key));
             }
         }
         drop(evicted);
@@ -139,14 +137,8 @@ impl<T> ParsedCache<T> {
 
     /// Drops the model written to `location` (its write was refused).
     pub(super) fn forget(&self, location: &str) {
-        let removed = {
-            let mut inner = self.lock();
-            let removed = inner.entries.remove(location);
-            if let Some(entry) = &removed {
-                inner.bytes -= entry.len;
-            }
-            removed
-        };
+        // Dropped outside the lock, as in `take`.
+        let removed = self.lock().remove(location);
         drop(removed);
     }
 

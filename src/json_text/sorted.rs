@@ -50,6 +50,15 @@ struct Buffers {
     scratch: Vec<u8>,
 }
 
+impl Buffers {
+    /// `{"variant":`, the opening of a tuple or struct variant (closed by `Variant`).
+    fn open_variant(&mut self, variant: &str) {
+        self.out.push(b'{');
+        push_str(&mut self.out, variant);
+        self.out.push(b':');
+    }
+}
+
 /// Where one entry of an object was written.
 struct Entry {
     /// The key as it is, in `Buffers::keys`.
@@ -406,9 +415,7 @@ impl<'a, 'l> ser::Serializer for Writer<'a, 'l> {
         variant: &'static str,
         _: usize,
     ) -> Result<Variant<Array<'a, 'l>>, Error> {
-        self.b.out.push(b'{');
-        push_str(&mut self.b.out, variant);
-        self.b.out.push(b':');
+        self.b.open_variant(variant);
         self.serialize_seq(None).map(Variant)
     }
 
@@ -427,9 +434,7 @@ impl<'a, 'l> ser::Serializer for Writer<'a, 'l> {
         variant: &'static str,
         _: usize,
     ) -> Result<Variant<Object<'a, 'l>>, Error> {
-        self.b.out.push(b'{');
-        push_str(&mut self.b.out, variant);
-        self.b.out.push(b':');
+        self.b.open_variant(variant);
         Ok(Variant(self.object()))
     }
 }
