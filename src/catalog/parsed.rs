@@ -31,7 +31,9 @@ use std::sync::Mutex;
 
 use iceberg::spec::{TableMetadata, ViewMetadata};
 
+use super::error::CatalogResult;
 use crate::stable_hash::fold_words;
+use crate::store::StoredObject;
 
 /// Whether every kept model used is compared with a fresh parse of its document, and every
 /// document written with the `Value` path's (`commit::metadata_json`); a mismatch panics.
@@ -51,6 +53,32 @@ pub(super) fn self_check() -> bool {
 pub(super) enum Model {
     Table(Box<TableMetadata>),
     View(Box<ViewMetadata>),
+}
+
+impl ParsedCache<Model> {
+    /// The model of a stored object's document: the one its commit wrote, when this node
+    /// still holds it (`kept` picks the object's kind), else `parse`d.
+    pub(super) fn base<T: PartialEq>(
+        &self,
+        object: &StoredObject,
+        kept: impl FnOnce(Model) -> Option<T>,
+        parse: impl Fn(&str) -> CatalogResult<T>,
+    ) -> CatalogResult<T> {
+        match self
+            .take(&object.metadata_location, &object.metadata)
+            .and_then(kept)
+        {
+            Some(model) => {
+                assert!(
+                    !self_check() || parse(&object.metadata).is_ok_and(|parsed| parsed == model),
+                    "the kept model of {} differs from its document's",
+                    object.metadata_location
+                );
+                Ok(model)
+            }
+            None => parse(&object.metadata),
+        }
+    }
 }
 
 /// Models by metadata location, for one kind of object.

@@ -393,7 +393,14 @@ impl Catalog {
                 HashSet::new(),
             ),
             Some(object) => {
-                let base = self.base_table_metadata(&object)?;
+                let base = self.parsed.base(
+                    &object,
+                    |m| match m {
+                        Model::Table(m) => Some(*m),
+                        _ => None,
+                    },
+                    parse_metadata,
+                )?;
                 let previous_location = base.location().to_string();
                 let snapshots_before: HashSet<i64> =
                     base.snapshots().map(|s| s.snapshot_id()).collect();
@@ -468,26 +475,6 @@ impl Catalog {
             write,
             events: vec![event],
         }))
-    }
-
-    /// The model of a stored table's document: the one its commit wrote when this node
-    /// still holds it (`parsed.rs`), else parsed.
-    fn base_table_metadata(&self, object: &StoredObject) -> CatalogResult<TableMetadata> {
-        match self
-            .parsed
-            .take(&object.metadata_location, &object.metadata)
-        {
-            Some(Model::Table(metadata)) => {
-                assert!(
-                    !super::parsed::self_check()
-                        || parse_metadata(&object.metadata).is_ok_and(|parsed| parsed == *metadata),
-                    "the kept model of {} differs from its document's",
-                    object.metadata_location
-                );
-                Ok(*metadata)
-            }
-            _ => parse_metadata(&object.metadata),
-        }
     }
 
     /// The metadata of a table created by a commit (a staged create's second step).

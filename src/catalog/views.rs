@@ -20,7 +20,7 @@ use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
 use crate::model::{Ident, Namespace, ObjectKind};
-use crate::store::{ObjectWrite, StoredObject};
+use crate::store::ObjectWrite;
 
 /// The body of a create-view request.
 #[derive(Debug, Deserialize)]
@@ -154,7 +154,14 @@ impl Catalog {
                         .flatten()
                         .filter(|o| o.kind == ObjectKind::View)
                         .ok_or_else(|| object_missing(ObjectKind::View, ident))?;
-                    let base = self.base_view_metadata(&object)?;
+                    let base = self.parsed.base(
+                        &object,
+                        |m| match m {
+                            Model::View(m) => Some(*m),
+                            _ => None,
+                        },
+                        parse_view_metadata,
+                    )?;
                     if let Err(e) = check_view_requirements(&change.requirements, &base) {
                         // Unchanged: the next commit may still start from this model.
                         let model = Model::View(Box::new(base));
@@ -195,27 +202,6 @@ impl Catalog {
             )
             .await?;
         Ok(loaded(&writes[0]))
-    }
-
-    /// The model of a stored view's document: the one its commit wrote when this node
-    /// still holds it (`parsed.rs`), else parsed.
-    fn base_view_metadata(&self, object: &StoredObject) -> CatalogResult<ViewMetadata> {
-        match self
-            .parsed
-            .take(&object.metadata_location, &object.metadata)
-        {
-            Some(Model::View(metadata)) => {
-                assert!(
-                    !super::parsed::self_check()
-                        || parse_view_metadata(&object.metadata)
-                            .is_ok_and(|parsed| parsed == *metadata),
-                    "the kept model of {} differs from its document's",
-                    object.metadata_location
-                );
-                Ok(*metadata)
-            }
-            _ => parse_view_metadata(&object.metadata),
-        }
     }
 
     pub async fn drop_view(
