@@ -118,6 +118,27 @@ CREATE TABLE security (
     journal::MIGRATION,
     // ... kept by reference to the rows that hold their text.
     journal::BY_REFERENCE_MIGRATION,
+    // Namespaces as a rowid table, found through an index that holds only their keys. In
+    // the WITHOUT ROWID layout every cell of the key's b-tree held the whole row, so once
+    // a namespace's properties overflowed a page, each lookup (an existence check, the
+    // objects' foreign key check, a list's parent check) read all of its properties at
+    // every cell the search compared, and interior pages held copies of them too.
+    r#"
+CREATE TABLE namespaces_by_rowid (
+    id         INTEGER PRIMARY KEY,
+    catalog_id INTEGER NOT NULL REFERENCES catalogs(id),
+    path       TEXT NOT NULL,
+    parent     TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    properties TEXT NOT NULL,
+    UNIQUE (catalog_id, path)
+);
+INSERT INTO namespaces_by_rowid (catalog_id, path, parent, name, properties)
+    SELECT catalog_id, path, parent, name, properties FROM namespaces ORDER BY catalog_id, path;
+DROP TABLE namespaces;
+ALTER TABLE namespaces_by_rowid RENAME TO namespaces;
+CREATE UNIQUE INDEX namespaces_children ON namespaces (catalog_id, parent, name);
+"#,
 ];
 
 /// Most idle read connections kept open.
@@ -321,6 +342,17 @@ impl SqliteStore {
 }
 
 fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
+    // A migration may rebuild a table that others reference (SQLite's way to change a
+    // table's layout), which foreign key enforcement forbids mid-way; the check before the
+    // commit makes sure the rebuilt rows still satisfy every key. The setting cannot change
+    // inside a transaction, hence around it.
+    conn.pragma_update(None, "foreign_keys", false)?;
+    let migrated = apply_migrations(conn);
+    conn.pragma_update(None, "foreign_keys", true)?;
+    migrated
+}
+
+fn apply_migrations(conn: &mut Connection) -> anyhow::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
     let applied: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     for (i, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
@@ -328,6 +360,14 @@ fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
             .with_context(|| format!("applying migration {}", i + 1))?;
         tx.execute_batch(&format!("PRAGMA user_version = {}", i + 1))?;
     }
+    let violations: i64 =
+        tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })?;
+    anyhow::ensure!(
+        violations == 0,
+        "the migrated database breaks {violations} foreign keys"
+    );
     tx.commit()?;
     Ok(())
 }
@@ -894,6 +934,55 @@ mod tests {
                 (other.metadata_location, other.metadata),
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn namespaces_survive_their_rebuild_as_a_rowid_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        // A database as the release before the rebuild left it, with a namespace whose
+        // properties overflow a page and a table in it.
+        let before = super::MIGRATIONS.len() - 1;
+        {
+            let conn = open_connection(&path).unwrap();
+            for (i, migration) in super::MIGRATIONS[..before].iter().enumerate() {
+                conn.execute_batch(migration).unwrap();
+                conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1))
+                    .unwrap();
+            }
+            let big = format!("{{\"k\":\"{}\"}}", "v".repeat(20_000));
+            conn.execute_batch(&format!(
+                "INSERT INTO catalogs VALUES (7, 'c', '{{}}', '{{}}', 0, 0, 1);
+                 INSERT INTO namespaces VALUES (7, 'db', '', 'db', '{big}');
+                 INSERT INTO objects VALUES (7, 'db', 't', 'table', 'm0', '{{}}', 'file:///wh/t');"
+            ))
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let db = Namespace::root().child("db");
+        let properties = store.get_namespace("c", &db).await.unwrap().unwrap();
+        assert_eq!(properties.get("k").map(String::len), Some(20_000));
+        let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
+        assert_eq!(loaded.metadata_location, "m0");
+        let conn = open_connection(&path).unwrap();
+        // The objects' foreign key still holds against the rebuilt table.
+        let orphan = conn.execute(
+            "INSERT INTO objects VALUES (7, 'gone', 't', 'table', 'm0', '{}', 'file:///wh/g')",
+            [],
+        );
+        assert!(
+            orphan.is_err(),
+            "an object outside any namespace was accepted"
+        );
+        // An existence check reads the key's index alone, never the properties.
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT 1 FROM namespaces WHERE catalog_id = 7 AND path = 'db'",
+                [],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("COVERING INDEX"), "{plan}");
     }
 
     #[test]
