@@ -9,7 +9,10 @@
 //! the file's text until a background round has synced it, and a start after a crash
 //! rewrites what a name lost (`journal.rs`). File system calls run on tokio's blocking
 //! threads, except the existence check of a load, which inotify answers from memory
-//! (`present.rs`).
+//! (`present.rs`), and a new file of at most [`INLINE_WRITE_MAX`] bytes that nothing syncs
+//! on the commit's path: that is a few page-cache copies, cheaper on the calling thread
+//! than the hop to a blocking thread and back (two wake-ups, each a wait for a core when
+//! the machine is busy).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -73,6 +76,10 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| StorageError::Io(e.into()))?
 }
 
+/// Largest new file written on the calling thread when nothing is synced on the commit's
+/// path (about 100 µs of copying at most); larger ones go to a blocking thread.
+pub const INLINE_WRITE_MAX: usize = 256 * 1024;
+
 /// How new files are made durable.
 #[derive(Clone)]
 enum Durability {
@@ -117,6 +124,10 @@ impl LocalFiles {
 impl FileStore for LocalFiles {
     async fn write_new(&self, location: &str, contents: Vec<u8>) -> StorageResult<()> {
         let path = local_path(location)?;
+        let unsynced = matches!(self.durability, Durability::Off | Durability::Journal(_));
+        if unsynced && contents.len() <= INLINE_WRITE_MAX {
+            return write_new_file(location, &path, &contents, &self.durability);
+        }
         let (location, durability) = (location.to_string(), self.durability.clone());
         blocking(move || write_new_file(&location, &path, &contents, &durability)).await
     }
@@ -192,9 +203,22 @@ fn write_new_file(
     let dir = path
         .parent()
         .ok_or_else(|| StorageError::InvalidLocation(format!("{location} has no directory")))?;
-    fs::create_dir_all(dir).map_err(|e| io_error(e, format!("creating {}", dir.display())))?;
+    // The directory usually exists (a table's metadata directory gets a file per commit):
+    // try first, and create it only when the file's creation finds it missing. That saves
+    // `create_dir_all`'s `mkdir` and `stat` on every other commit.
+    let in_dir = |write: &dyn Fn() -> std::io::Result<File>| match write() {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(|e| {
+                // Not `AlreadyExists` (a file where the directory belongs): that would
+                // read as the metadata file's name being taken.
+                std::io::Error::other(format!("creating {}: {e}", dir.display()))
+            })?;
+            write()
+        }
+        written => written,
+    };
     let result = match durability {
-        Durability::Off | Durability::Journal(_) => write_in_place(path, contents),
+        Durability::Off | Durability::Journal(_) => in_dir(&|| write_in_place(path, contents)),
         Durability::PerFile | Durability::Batched(_) => {
             let file_name = path
                 .file_name()
@@ -204,7 +228,7 @@ fn write_new_file(
                 ".{file_name}.{}.tmp",
                 uuid::Uuid::new_v4().simple()
             ));
-            let result = write_and_link(&temporary, path, contents, durability);
+            let result = in_dir(&|| write_and_link(&temporary, path, contents, durability));
             let _ = fs::remove_file(&temporary);
             result
         }
@@ -358,6 +382,25 @@ mod tests {
         files.delete(&loc).await.unwrap();
         // A missing directory is already purged.
         assert!(files.delete_prefix(&m, 10).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_new_file_makes_its_directories_and_a_file_in_their_way_is_no_name_clash() {
+        let dir = tempfile::tempdir().unwrap();
+        // Unsynced (written on the calling thread, or on a blocking one past the inline
+        // bound) and synced per file (through a temporary).
+        for (fsync, size) in [(false, 10), (false, INLINE_WRITE_MAX + 1), (true, 10)] {
+            let files = LocalFiles::new(fsync, false, None);
+            let root = dir.path().join(format!("{fsync}-{size}"));
+            let loc = format!("file://{}/a/b/00001.json", root.display());
+            files.write_new(&loc, vec![b'x'; size]).await.unwrap();
+            assert_eq!(files.read(&loc, 1 << 20).await.unwrap().len(), size);
+            // A plain file where the next file's directory belongs.
+            std::fs::write(root.join("a/c"), b"").unwrap();
+            let blocked = format!("file://{}/a/c/00001.json", root.display());
+            let refused = files.write_new(&blocked, b"{}".to_vec()).await;
+            assert!(matches!(refused, Err(StorageError::Io(_))), "{refused:?}");
+        }
     }
 
     #[tokio::test]
