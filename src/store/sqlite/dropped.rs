@@ -49,7 +49,7 @@ fn from_row(r: &rusqlite::Row) -> rusqlite::Result<DroppedRow> {
         name: r.get(3)?,
         kind: r.get(4)?,
         metadata_location: r.get(5)?,
-        metadata: r.get(6)?,
+        metadata: r.get::<_, super::documents::Document>(6)?.0,
         location: r.get(7)?,
         purge: r.get(8)?,
         dropped_ms: r.get(9)?,

@@ -25,6 +25,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::cache::{ObjectCache, Touched};
+use super::documents;
 use super::journal::{self, JournalMarks};
 use super::writes;
 use crate::store::{Applied, StoreError, StoreResult, WriteBatch, WriteTicket};
@@ -34,6 +35,8 @@ pub(super) const MAX_GROUP: usize = 256;
 
 struct Job {
     batch: WriteBatch,
+    /// The batch's new documents as the store keeps them, packed by the caller.
+    packed: Vec<Option<Vec<u8>>>,
     reply: oneshot::Sender<StoreResult<Applied>>,
 }
 
@@ -66,7 +69,13 @@ impl GroupCommitter {
     /// one) and returns the wait for its outcome.
     pub(super) fn enqueue(&self, batch: WriteBatch) -> WriteTicket {
         let (reply, answer) = oneshot::channel();
-        let sent = self.queue.send(Job { batch, reply });
+        // Here, on the caller's thread: the commit thread is the one serial section.
+        let packed = documents::pack_batch(&batch);
+        let sent = self.queue.send(Job {
+            batch,
+            packed,
+            reply,
+        });
         Box::pin(async move {
             sent.map_err(|_| internal("the commit thread has stopped"))?;
             answer
@@ -117,9 +126,10 @@ fn run(
         // reply senders are dropped), the transaction rolls back as it unwinds, and the
         // thread goes on with the next group.
         let batches: Vec<&WriteBatch> = group.iter().map(|j| &j.batch).collect();
+        let packed: Vec<&[Option<Vec<u8>>]> = group.iter().map(|j| j.packed.as_slice()).collect();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _bracket = Bracket::begin(cache, &batches);
-            let results = commit_group(writer, &batches, journal, &mut trimmed);
+            let results = commit_group(writer, &batches, &packed, journal, &mut trimmed);
             // Each `Ok` committed (a failed COMMIT fails them all).
             cache.keep_written(
                 batches
@@ -130,7 +140,7 @@ fn run(
             );
             results
         }));
-        drop(batches);
+        drop((batches, packed));
         if let Ok(results) = outcome {
             for (job, result) in group.into_iter().zip(results) {
                 // The caller may have gone (its request was cancelled); the write stands.
@@ -144,6 +154,7 @@ fn run(
 fn commit_group(
     writer: &Mutex<Connection>,
     batches: &[&WriteBatch],
+    packed: &[&[Option<Vec<u8>>]],
     journal: &JournalMarks,
     trimmed: &mut i64,
 ) -> Vec<StoreResult<Applied>> {
@@ -161,16 +172,16 @@ fn commit_group(
         }
     }
     let mut results = Vec::with_capacity(batches.len());
-    for batch in batches {
+    for (batch, packed) in batches.iter().zip(packed) {
         if batches.len() == 1 {
             // Alone: the transaction is the savepoint (a failure rolls it all back).
-            results.push(writes::apply(&tx, batch));
+            results.push(writes::apply(&tx, batch, packed));
             break;
         }
         if let Err(e) = tx.execute_batch("SAVEPOINT batch") {
             return all_fail(batches.len(), &e);
         }
-        let result = writes::apply(&tx, batch);
+        let result = writes::apply(&tx, batch, packed);
         let end = if result.is_ok() {
             "RELEASE batch"
         } else {

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use rusqlite::{params, Connection, Transaction};
 
+use super::documents::Document;
 use super::internal;
 use crate::model::CatalogId;
 use crate::store::{location_upper_bound, ObjectWrite, StoreResult};
@@ -130,7 +131,7 @@ pub(super) fn record(
 /// Every entry, oldest first, with its text (copied or still in its row), and the last
 /// sequence number read.
 pub(super) fn entries(conn: &Connection) -> anyhow::Result<(i64, Vec<(String, String)>)> {
-    let rows: Vec<(i64, String, Option<String>)> = conn
+    let rows: Vec<(i64, String, Option<Document>)> = conn
         .prepare(
             "SELECT j.seq, j.location, coalesce(j.metadata, o.metadata)
              FROM file_journal j LEFT JOIN objects o
@@ -144,7 +145,7 @@ pub(super) fn entries(conn: &Connection) -> anyhow::Result<(i64, Vec<(String, St
     let entries = rows
         .into_iter()
         .map(|(seq, location, text)| match text {
-            Some(text) => Ok((location, text)),
+            Some(text) => Ok((location, text.0)),
             // The triggers make this impossible; refuse to serve rather than name a file
             // that may be torn.
             None => Err(anyhow::anyhow!(

@@ -11,11 +11,13 @@
 //! - `group.rs`: group commit: concurrent write batches share one transaction and its
 //!   fsyncs, each in its own savepoint.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
+//! - `documents.rs`: metadata documents past 2 KiB kept zstd-packed, read in either form.
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 //! - `dropped.rs`: dropped tables and views kept for undrop, and purges still to finish.
 //! - `journal.rs`: the text of new metadata files not yet synced (`--fsync-journal`).
 
 mod cache;
+mod documents;
 mod dropped;
 mod group;
 mod journal;
@@ -25,6 +27,7 @@ mod writes;
 pub use journal::JournalMarks;
 
 use cache::{Lookup, ObjectCache};
+use documents::Document;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -611,7 +614,7 @@ impl Store for SqliteStore {
         let (id, object) = self.read(|conn| {
             // One query resolves the catalog and the object: no row means no catalog,
             // a row of NULLs means no object.
-            type Row = (i64, Option<String>, Option<String>, Option<String>);
+            type Row = (i64, Option<String>, Option<String>, Option<Document>);
             let row: Option<Row> = conn
                 .prepare_cached(
                     "SELECT c.id, o.kind, o.metadata_location, o.metadata FROM catalogs c
@@ -628,7 +631,7 @@ impl Store for SqliteStore {
             match row {
                 None => Err(StoreError::CatalogMissing(catalog.to_string())),
                 Some((id, Some(kind), Some(location), Some(metadata))) => {
-                    Ok((id, Some(stored_object(kind, location, metadata)?)))
+                    Ok((id, Some(stored_object(kind, location, metadata.0)?)))
                 }
                 Some((id, ..)) => Ok((id, None)),
             }
@@ -902,6 +905,64 @@ mod tests {
         assert_eq!(kept, vec![expected(2), expected(3)]);
         // Restored entries are forgotten.
         assert_eq!(restored(&store), vec![]);
+    }
+
+    #[tokio::test]
+    async fn large_documents_are_kept_packed_and_read_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let store = SqliteStore::open(&path).unwrap();
+        catalog(&store).await;
+        // A metadata log's worth of locations: text far past a page, and repetitive.
+        let document = |n: u32| {
+            let log: Vec<String> = (0..100).map(|i| format!("\"{}\"", location(i))).collect();
+            format!("{{\"v\":{n},\"metadata-log\":[{}]}}", log.join(","))
+        };
+        let mut write = version(0);
+        write.metadata = document(0);
+        let create = Mutation::CommitObjects {
+            catalog: C,
+            writes: vec![write],
+        };
+        store.write(journaled(create)).await.unwrap();
+        let conn = open_connection(&path).unwrap();
+        let (kind, stored): (String, i64) = conn
+            .query_row(
+                "SELECT typeof(metadata), length(metadata) FROM objects",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(kind, "blob");
+        assert!(stored * 4 < document(0).len() as i64, "{stored} bytes kept");
+        // Read back through the store's own queries (the cache is off): the load, and the
+        // commit's compare-and-swap that replaces it.
+        let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
+        assert_eq!(loaded.metadata, document(0));
+        let mut next = version(1);
+        next.metadata = document(1);
+        let commit = Mutation::CommitObjects {
+            catalog: C,
+            writes: vec![next],
+        };
+        store.write(journaled(commit)).await.unwrap();
+        // The journal's trigger copied version 0's packed form; a restore unpacks both.
+        assert_eq!(
+            restored(&store),
+            vec![(location(0), document(0)), (location(1), document(1))]
+        );
+        // A drop hands back the document, and undrop's record keeps it.
+        let drop = Mutation::DropObject {
+            catalog: C,
+            kind: ObjectKind::Table,
+            ident: table(),
+            expected: location(1),
+            retain: None,
+        };
+        match store.write(WriteBatch::new(drop, 0)).await.unwrap() {
+            crate::store::Applied::Dropped(object) => assert_eq!(object.metadata, document(1)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

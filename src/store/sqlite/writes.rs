@@ -3,6 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
+use super::documents::{Document, Stored};
 use super::{
     catalog_from_row, dropped, internal, is_unique_violation, journal, outbox, require_namespace,
     stored_object,
@@ -15,14 +16,19 @@ use crate::store::{
 };
 
 /// Applies the batch's rows, then its mutation; any error rolls all of it back.
-pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> {
+/// `packed`: the new documents' packed forms (`documents::pack_batch`).
+pub(super) fn apply(
+    tx: &Transaction,
+    batch: &WriteBatch,
+    packed: &[Option<Vec<u8>>],
+) -> StoreResult<Applied> {
     if let Some(record) = &batch.idempotency {
         record_idempotency(tx, record, batch.now_ms)?;
     }
     if let Some((expected, document)) = &batch.security {
         replace_security(tx, *expected, document)?;
     }
-    let applied = apply_mutation(tx, batch)?;
+    let applied = apply_mutation(tx, batch, packed)?;
     if let (true, Mutation::CommitObjects { catalog, writes }) =
         (batch.journal_files, &batch.mutation)
     {
@@ -35,7 +41,19 @@ pub(super) fn apply(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied
     Ok(applied)
 }
 
-fn apply_mutation(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> {
+/// The `i`th new document of a batch as it is kept: packed if `pack_batch` packed it.
+fn stored<'a>(packed: &'a [Option<Vec<u8>>], i: usize, w: &'a ObjectWrite) -> Stored<'a> {
+    match packed.get(i) {
+        Some(Some(frame)) => Stored::Packed(frame),
+        _ => Stored::Text(&w.metadata),
+    }
+}
+
+fn apply_mutation(
+    tx: &Transaction,
+    batch: &WriteBatch,
+    packed: &[Option<Vec<u8>>],
+) -> StoreResult<Applied> {
     let now = batch.now_ms;
     match &batch.mutation {
         Mutation::None => {}
@@ -59,8 +77,8 @@ fn apply_mutation(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> 
         } => update_namespace(tx, *catalog, namespace, expected_json, properties_json)?,
         Mutation::DropNamespace { catalog, namespace } => drop_namespace(tx, *catalog, namespace)?,
         Mutation::CommitObjects { catalog, writes } => {
-            for write in writes {
-                commit_object(tx, *catalog, write)?;
+            for (i, write) in writes.iter().enumerate() {
+                commit_object(tx, *catalog, write, stored(packed, i, write))?;
             }
         }
         Mutation::DropObject {
@@ -78,7 +96,7 @@ fn apply_mutation(tx: &Transaction, batch: &WriteBatch) -> StoreResult<Applied> 
         }
         Mutation::Undrop { catalog, id, write } => {
             dropped::take(tx, Some(*catalog), id)?;
-            commit_object(tx, *catalog, write)?;
+            commit_object(tx, *catalog, write, stored(packed, 0, write))?;
         }
         Mutation::ForgetDropped { id } => {
             return dropped::take(tx, None, id).map(Applied::Forgotten);
@@ -321,7 +339,7 @@ pub(super) fn object_at(
     id: CatalogId,
     ident: &Ident,
 ) -> StoreResult<Option<StoredObject>> {
-    let row: Option<(String, String, String)> = conn
+    let row: Option<(String, String, Document)> = conn
         .prepare_cached(
             "SELECT kind, metadata_location, metadata FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3",
         )
@@ -332,7 +350,7 @@ pub(super) fn object_at(
             .optional()
         })
         .map_err(internal)?;
-    row.map(|(kind, location, metadata)| stored_object(kind, location, metadata))
+    row.map(|(kind, location, metadata)| stored_object(kind, location, metadata.0))
         .transpose()
 }
 
@@ -355,7 +373,13 @@ fn object_kind_at(
     Ok(kind.and_then(|k| ObjectKind::parse(&k)))
 }
 
-fn commit_object(tx: &Transaction, id: CatalogId, w: &ObjectWrite) -> StoreResult<()> {
+/// `document`: `w.metadata` as kept (`documents`).
+fn commit_object(
+    tx: &Transaction,
+    id: CatalogId,
+    w: &ObjectWrite,
+    document: Stored,
+) -> StoreResult<()> {
     let ns = w.ident.namespace.key();
     match &w.expected_metadata_location {
         None => {
@@ -367,7 +391,7 @@ fn commit_object(tx: &Transaction, id: CatalogId, w: &ObjectWrite) -> StoreResul
                 "INSERT INTO objects (catalog_id, namespace, name, kind, metadata_location, metadata, location) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             )
             .and_then(|mut s| {
-                s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), w.metadata_location, w.metadata, w.location])
+                s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), w.metadata_location, document, w.location])
             })
             .map_err(internal)?;
         }
@@ -378,7 +402,7 @@ fn commit_object(tx: &Transaction, id: CatalogId, w: &ObjectWrite) -> StoreResul
                      WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4 AND metadata_location = ?5",
                 )
                 .and_then(|mut s| {
-                    s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), expected, w.metadata_location, w.metadata, w.location])
+                    s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), expected, w.metadata_location, document, w.location])
                 })
                 .map_err(internal)?;
             if updated == 0 {
@@ -456,7 +480,7 @@ fn drop_object(
     ident: &Ident,
     expected: &str,
 ) -> StoreResult<(StoredObject, String)> {
-    let row: Option<(String, String, String)> = tx
+    let row: Option<(String, Document, String)> = tx
         .query_row(
             "DELETE FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4
                  AND metadata_location = ?5
@@ -479,7 +503,7 @@ fn drop_object(
         StoredObject {
             kind,
             metadata_location,
-            metadata,
+            metadata: metadata.0,
         },
         location,
     ))
