@@ -1,4 +1,5 @@
-//! How the embedded store keeps metadata documents: large ones compressed.
+//! How the embedded store keeps metadata documents and namespace properties: large ones
+//! compressed.
 //!
 //! A commit's document goes into the WAL, is fsynced, and is copied again by the next
 //! checkpoint; the one it replaces is read back to free its pages. Uncompressed, a table
@@ -41,14 +42,17 @@ impl rusqlite::ToSql for Stored<'_> {
     }
 }
 
-/// The packed forms of the batch's new documents, in the order its mutation lists them
-/// (`None`: kept as text).
+/// The packed forms of the batch's new documents (or a namespace's new properties), in
+/// the order its mutation lists them (`None`: kept as text).
 pub(super) fn pack_batch(batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
     match &batch.mutation {
         Mutation::CommitObjects { writes, .. } => {
             writes.iter().map(|w| pack(&w.metadata)).collect()
         }
         Mutation::Undrop { write, .. } => vec![pack(&write.metadata)],
+        Mutation::UpdateNamespace {
+            properties_json, ..
+        } => vec![pack(properties_json)],
         _ => Vec::new(),
     }
 }

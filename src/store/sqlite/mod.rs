@@ -11,7 +11,8 @@
 //! - `group.rs`: group commit: concurrent write batches share one transaction and its
 //!   fsyncs, each in its own savepoint.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
-//! - `documents.rs`: metadata documents past 2 KiB kept zstd-packed, read in either form.
+//! - `documents.rs`: metadata documents and namespace properties past 2 KiB kept
+//!   zstd-packed, read in either form.
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 //! - `dropped.rs`: dropped tables and views kept for undrop, and purges still to finish.
 //! - `journal.rs`: the text of new metadata files not yet synced (`--fsync-journal`).
@@ -561,7 +562,7 @@ impl Store for SqliteStore {
             )
             .and_then(|mut s| {
                 s.query_row(params![catalog, key], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?))
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<Document>>(1)?))
                 })
                 .optional()
             })
@@ -571,7 +572,7 @@ impl Store for SqliteStore {
         let Some(text) = text else {
             return Ok(None);
         };
-        let properties = Arc::new(from_json(&text)?);
+        let properties = Arc::new(from_json(&text.0)?);
         self.exclusive
             .cache
             .fill_namespace(ticket, catalog, CatalogId(id), namespace, &properties);
@@ -792,7 +793,7 @@ mod tests {
     use rusqlite::params;
 
     use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
-    use crate::store::{Mutation, ObjectWrite, Store, WriteBatch};
+    use crate::store::{Mutation, ObjectWrite, Store, StoreError, WriteBatch};
 
     const C: CatalogId = CatalogId(7);
 
@@ -963,6 +964,69 @@ mod tests {
             crate::store::Applied::Dropped(object) => assert_eq!(object.metadata, document(1)),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[tokio::test]
+    async fn large_namespace_properties_are_packed_and_swapped_on_their_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let store = SqliteStore::open(&path).unwrap();
+        catalog(&store).await;
+        let db = Namespace::root().child("db");
+        let properties = |n: usize| -> crate::model::Properties {
+            (0..n)
+                .map(|i| (format!("UpdatedAttribute_{i}"), i.to_string()))
+                .collect()
+        };
+        let update = |from: usize, to: usize| {
+            let expected = properties(from);
+            Mutation::update_namespace(
+                C,
+                db.clone(),
+                &expected,
+                std::sync::Arc::new(properties(to)),
+            )
+            .unwrap()
+        };
+        store
+            .write(WriteBatch::new(update(0, 400), 0))
+            .await
+            .unwrap();
+        let conn = open_connection(&path).unwrap();
+        let kept = || -> (String, i64) {
+            conn.query_row(
+                "SELECT typeof(properties), length(properties) FROM namespaces",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+        };
+        let (kind, bytes) = kept();
+        assert_eq!(kind, "blob");
+        assert!(bytes < 4096, "{bytes} bytes kept");
+        // The next swap compares against the packed value's text.
+        store
+            .write(WriteBatch::new(update(400, 401), 0))
+            .await
+            .unwrap();
+        // A stale expectation is a conflict, and changes nothing.
+        let stale = store.write(WriteBatch::new(update(400, 402), 0)).await;
+        assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
+        let read = store.get_namespace("c", &db).await.unwrap().unwrap();
+        assert_eq!(*read, properties(401));
+        // A namespace that does not exist is missing, not a conflict.
+        let gone = Mutation::update_namespace(
+            C,
+            Namespace::root().child("gone"),
+            &properties(0),
+            std::sync::Arc::new(properties(1)),
+        )
+        .unwrap();
+        let missing = store.write(WriteBatch::new(gone, 0)).await;
+        assert!(
+            matches!(missing, Err(StoreError::NamespaceMissing(_))),
+            "{missing:?}"
+        );
     }
 
     #[tokio::test]

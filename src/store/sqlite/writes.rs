@@ -74,7 +74,13 @@ fn apply_mutation(
             expected_json,
             properties_json,
             ..
-        } => update_namespace(tx, *catalog, namespace, expected_json, properties_json)?,
+        } => {
+            let new = match packed.first() {
+                Some(Some(frame)) => Stored::Packed(frame),
+                _ => Stored::Text(properties_json),
+            };
+            update_namespace(tx, *catalog, namespace, expected_json, new)?
+        }
         Mutation::DropNamespace { catalog, namespace } => drop_namespace(tx, *catalog, namespace)?,
         Mutation::CommitObjects { catalog, writes } => {
             for (i, write) in writes.iter().enumerate() {
@@ -289,26 +295,33 @@ fn require_catalog(tx: &Transaction, id: CatalogId) -> StoreResult<()> {
     }
 }
 
+/// Swaps the namespace's properties if they are still `expected` (the JSON text the
+/// request read). The stored value may be packed, so the comparison is of the text read
+/// back, not SQL's `=`.
 fn update_namespace(
     tx: &Transaction,
     id: CatalogId,
     namespace: &Namespace,
     expected: &str,
-    properties: &str,
+    properties: Stored,
 ) -> StoreResult<()> {
-    let updated = tx
-        .prepare_cached(
-            "UPDATE namespaces SET properties = ?4 WHERE catalog_id = ?1 AND path = ?2 AND properties = ?3",
-        )
-        .and_then(|mut s| {
-            s.execute(params![id.0, namespace.key(), expected, properties])
-        })
+    let key = namespace.key();
+    let current: Option<Document> = tx
+        .prepare_cached("SELECT properties FROM namespaces WHERE catalog_id = ?1 AND path = ?2")
+        .and_then(|mut s| s.query_row(params![id.0, key], |r| r.get(0)).optional())
         .map_err(internal)?;
-    if updated == 0 {
-        require_namespace(tx, id, namespace)?;
-        return Err(StoreError::Conflict);
+    match current {
+        None => Err(StoreError::NamespaceMissing(namespace.clone())),
+        Some(current) if current.0 != expected => Err(StoreError::Conflict),
+        Some(_) => {
+            tx.prepare_cached(
+                "UPDATE namespaces SET properties = ?3 WHERE catalog_id = ?1 AND path = ?2",
+            )
+            .and_then(|mut s| s.execute(params![id.0, key, properties]))
+            .map_err(internal)?;
+            Ok(())
+        }
     }
-    Ok(())
 }
 
 fn drop_namespace(tx: &Transaction, id: CatalogId, namespace: &Namespace) -> StoreResult<()> {
