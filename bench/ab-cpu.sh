@@ -23,7 +23,12 @@ DUR=${DUR:-20}
 TREE=(--namespace-width 2 --namespace-depth 7 --tables-per-namespace 5 --views-per-namespace 3)
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
 # The commit thread's ticks (thread names are cut to 15 bytes in comm).
-cticks() { for t in /proc/"$1"/task/*; do if grep -q floe-sqlite-com "$t/comm"; then awk '{print $14+$15}' "$t/stat"; fi; done; }
+# 0 for a build without one (before group commit).
+cticks() {
+  local n=0
+  for t in /proc/"$1"/task/*; do if grep -q floe-sqlite-com "$t/comm"; then n=$(awk '{print $14+$15}' "$t/stat"); fi; done
+  echo "$n"
+}
 for r in $(seq "$RUNS"); do
   for side in old new; do
     if [[ $side == old ]]; then bin=$OLD; else bin=$NEW; fi
