@@ -41,11 +41,11 @@ pub(super) fn apply(
     Ok(applied)
 }
 
-/// The `i`th new document of a batch as it is kept: packed if `pack_batch` packed it.
-fn stored<'a>(packed: &'a [Option<Vec<u8>>], i: usize, w: &'a ObjectWrite) -> Stored<'a> {
+/// The batch's `i`th new document (`text`) as it is kept: packed if `pack_batch` packed it.
+fn stored<'a>(packed: &'a [Option<Vec<u8>>], i: usize, text: &'a str) -> Stored<'a> {
     match packed.get(i) {
         Some(Some(frame)) => Stored::Packed(frame),
-        _ => Stored::Text(&w.metadata),
+        _ => Stored::Text(text),
     }
 }
 
@@ -75,16 +75,13 @@ fn apply_mutation(
             properties_json,
             ..
         } => {
-            let new = match packed.first() {
-                Some(Some(frame)) => Stored::Packed(frame),
-                _ => Stored::Text(properties_json),
-            };
+            let new = stored(packed, 0, properties_json);
             update_namespace(tx, *catalog, namespace, expected_json, new)?
         }
         Mutation::DropNamespace { catalog, namespace } => drop_namespace(tx, *catalog, namespace)?,
         Mutation::CommitObjects { catalog, writes } => {
             for (i, write) in writes.iter().enumerate() {
-                commit_object(tx, *catalog, write, stored(packed, i, write))?;
+                commit_object(tx, *catalog, write, stored(packed, i, &write.metadata))?;
             }
         }
         Mutation::DropObject {
@@ -102,7 +99,7 @@ fn apply_mutation(
         }
         Mutation::Undrop { catalog, id, write } => {
             dropped::take(tx, Some(*catalog), id)?;
-            commit_object(tx, *catalog, write, stored(packed, 0, write))?;
+            commit_object(tx, *catalog, write, stored(packed, 0, &write.metadata))?;
         }
         Mutation::ForgetDropped { id } => {
             return dropped::take(tx, None, id).map(Applied::Forgotten);
