@@ -919,13 +919,16 @@ mod tests {
             let log: Vec<String> = (0..100).map(|i| format!("\"{}\"", location(i))).collect();
             format!("{{\"v\":{n},\"metadata-log\":[{}]}}", log.join(","))
         };
-        let mut write = version(0);
-        write.metadata = document(0);
-        let create = Mutation::CommitObjects {
-            catalog: C,
-            writes: vec![write],
+        // Version `n` of the table, with that document.
+        let commit = |n: u32| {
+            let mut write = version(n);
+            write.metadata = document(n);
+            Mutation::CommitObjects {
+                catalog: C,
+                writes: vec![write],
+            }
         };
-        store.write(journaled(create)).await.unwrap();
+        store.write(journaled(commit(0))).await.unwrap();
         let conn = open_connection(&path).unwrap();
         let (kind, stored): (String, i64) = conn
             .query_row(
@@ -940,13 +943,7 @@ mod tests {
         // commit's compare-and-swap that replaces it.
         let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
         assert_eq!(loaded.metadata, document(0));
-        let mut next = version(1);
-        next.metadata = document(1);
-        let commit = Mutation::CommitObjects {
-            catalog: C,
-            writes: vec![next],
-        };
-        store.write(journaled(commit)).await.unwrap();
+        store.write(journaled(commit(1))).await.unwrap();
         // The journal's trigger copied version 0's packed form; a restore unpacks both.
         assert_eq!(
             restored(&store),
