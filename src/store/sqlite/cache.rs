@@ -1,6 +1,7 @@
-//! The current pointer of each recently loaded table and view, and the properties of
-//! each recently read namespace, kept in memory so that a load answers without a
-//! database read (or a parse).
+//! The current pointer of each recently loaded table and view, the properties of each
+//! recently read namespace, and the record of each catalog read, kept in memory so that
+//! a load answers without a database read (or a parse). Most requests name a catalog
+//! first, so its record alone was a read transaction and two JSON parses per request.
 //!
 //! Valid because this process is the database's only writer (the store holds an
 //! exclusive lock on the data directory) and every write goes through the one commit
@@ -23,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::HashMap;
 
-use crate::model::{CatalogId, Ident, Namespace, ObjectKind, Properties};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::cache_text::CachedText;
 use crate::store::{Mutation, ObjectKey, Reach, StoredObject};
 
@@ -95,6 +96,10 @@ impl Cached {
 #[derive(Default)]
 struct Catalog {
     id: i64,
+    /// The catalog's record, once read. Not counted against the budget: there is one per
+    /// catalog, however many objects are cached, and a write to any catalog drops them
+    /// all (`Touched::All`).
+    record: Option<Arc<CatalogRecord>>,
     /// Namespace key, then object name.
     objects: HashMap<String, HashMap<String, Arc<Cached>>>,
     /// Namespace key: its properties and their cost.
@@ -171,6 +176,27 @@ impl ObjectCache {
             Some((properties, _)) => Lookup::Hit(properties.clone()),
             None => Lookup::Miss(Ticket(inner.generation)),
         }
+    }
+
+    pub(super) fn get_catalog(&self, catalog: &str) -> Lookup<Arc<CatalogRecord>> {
+        let inner = self.lock();
+        match inner.catalogs.get(catalog).and_then(|c| c.record.as_ref()) {
+            Some(record) => Lookup::Hit(record.clone()),
+            None => Lookup::Miss(Ticket(inner.generation)),
+        }
+    }
+
+    /// Keeps the record a read found, unless a write overlapped the read. Every write to
+    /// a catalog touches everything, so no other write's being in flight is enough.
+    pub(super) fn fill_catalog(&self, ticket: Ticket, record: &CatalogRecord) {
+        if self.budget == 0 {
+            return;
+        }
+        let mut inner = self.lock();
+        if inner.generation != ticket.0 || inner.pending_all != 0 {
+            return;
+        }
+        inner.catalog_entry(&record.name, record.id.0).record = Some(Arc::new(record.clone()));
     }
 
     /// Keeps the properties a read found for `namespace` of catalog `id`, unless a
@@ -507,6 +533,61 @@ mod tests {
         cache.begin(&Touched::All);
         cache.end(&Touched::All);
         assert_eq!(hit(&cache, "b"), None);
+    }
+
+    #[test]
+    fn a_catalog_record_is_kept_until_a_catalog_write() {
+        let cache = ObjectCache::new(1 << 20);
+        let record = |version: i64| CatalogRecord {
+            id: CatalogId(1),
+            name: "c".into(),
+            properties: Properties::from([("k".to_string(), "v".to_string())]),
+            storage_config: serde_json::json!({"storageType": "FILE"}),
+            created_ms: 1,
+            updated_ms: 2,
+            version,
+        };
+        let ticket = || match cache.get_catalog("c") {
+            Lookup::Miss(t) => t,
+            Lookup::Hit(_) => panic!("unexpected hit"),
+        };
+        let hit = || match cache.get_catalog("c") {
+            Lookup::Hit(r) => Some(r.version),
+            Lookup::Miss(_) => None,
+        };
+        // Read while a catalog write is in flight: not kept, during or after it.
+        cache.begin(&Touched::All);
+        let t = ticket();
+        cache.fill_catalog(t, &record(1));
+        assert_eq!(hit(), None);
+        cache.end(&Touched::All);
+        // Read before a write began, filled after it ended: not kept.
+        let t = ticket();
+        cache.begin(&touched("t"));
+        cache.end(&touched("t"));
+        cache.fill_catalog(t, &record(1));
+        assert_eq!(hit(), None);
+        // A read no write overlapped is kept, and survives a table's commit.
+        let t = ticket();
+        cache.fill_catalog(t, &record(2));
+        assert_eq!(hit(), Some(2));
+        cache.begin(&touched("t"));
+        cache.end(&touched("t"));
+        assert_eq!(hit(), Some(2));
+        assert!(matches!(cache.get_catalog("other"), Lookup::Miss(_)));
+        // A catalog write drops it as it begins.
+        cache.begin(&Touched::All);
+        assert_eq!(hit(), None);
+        cache.end(&Touched::All);
+        assert_eq!(hit(), None);
+        // Off with the cache.
+        let off = ObjectCache::new(0);
+        let t = match off.get_catalog("c") {
+            Lookup::Miss(t) => t,
+            Lookup::Hit(_) => panic!("unexpected hit"),
+        };
+        off.fill_catalog(t, &record(3));
+        assert!(matches!(off.get_catalog("c"), Lookup::Miss(_)));
     }
 
     #[test]

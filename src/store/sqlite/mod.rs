@@ -516,7 +516,11 @@ impl Store for SqliteStore {
     }
 
     async fn get_catalog(&self, name: &str) -> StoreResult<Option<CatalogRecord>> {
-        self.read(|conn| {
+        let ticket = match self.exclusive.cache.get_catalog(name) {
+            Lookup::Hit(record) => return Ok(Some(record.as_ref().clone())),
+            Lookup::Miss(ticket) => ticket,
+        };
+        let record = self.read(|conn| {
             let row = conn
                 .prepare_cached(&format!(
                     "SELECT {CATALOG_COLUMNS} FROM catalogs WHERE name = ?1"
@@ -524,7 +528,11 @@ impl Store for SqliteStore {
                 .and_then(|mut s| s.query_row([name], catalog_from_row).optional())
                 .map_err(internal)?;
             row.map(CatalogRow::into_record).transpose()
-        })
+        })?;
+        if let Some(record) = &record {
+            self.exclusive.cache.fill_catalog(ticket, record);
+        }
+        Ok(record)
     }
 
     async fn list_catalogs(&self) -> StoreResult<Vec<CatalogRecord>> {
