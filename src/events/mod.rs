@@ -227,26 +227,35 @@ pub fn seal(
             data.insert("principal".into(), origin.principal.clone().into());
             data.insert("request-id".into(), origin.request_id.clone().into());
             data.insert("request-event-count".into(), count.into());
-            let body = json!({
-                "specversion": "1.0",
-                "id": id,
-                "source": match catalog {
-                    Some((_, name)) => format!("/catalogs/{name}"),
-                    None => "/".to_string(),
-                },
-                "type": format!("dev.floe.{}", draft.operation.as_str()),
-                "subject": draft.subject,
-                "time": time,
-                "datacontenttype": "application/json",
-                "data": data,
-            });
+            // Built by moving `data` in: `json!` would copy the whole map (updates and
+            // requirements included) through `to_value`.
+            let source = match catalog {
+                Some((_, name)) => format!("/catalogs/{name}"),
+                None => "/".to_string(),
+            };
+            let body = Map::from_iter([
+                ("specversion".to_string(), Value::from("1.0")),
+                ("id".to_string(), Value::from(id.as_str())),
+                ("source".to_string(), Value::from(source)),
+                (
+                    "type".to_string(),
+                    Value::from(format!("dev.floe.{}", draft.operation.as_str())),
+                ),
+                ("subject".to_string(), Value::from(draft.subject)),
+                ("time".to_string(), Value::from(time.as_str())),
+                (
+                    "datacontenttype".to_string(),
+                    Value::from("application/json"),
+                ),
+                ("data".to_string(), Value::Object(data)),
+            ]);
             ChangeEvent {
                 id,
                 catalog_id: catalog.map_or(CatalogId(0), |c| c.0),
                 entity: draft.entity,
                 operation: draft.operation,
                 time_ms: origin.time_ms,
-                body: body.to_string(),
+                body: Value::Object(body).to_string(),
             }
         })
         .collect()
