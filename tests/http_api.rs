@@ -192,6 +192,42 @@ async fn namespace_properties_update_reports_updated_removed_missing() {
     );
 }
 
+/// Concurrent updates of one namespace's properties all land: none is lost to another's
+/// read-modify-write (each swap expects what its request read; a loser reads again). 8
+/// writers: each can lose only to the 7 others, within the server's 10 attempts.
+#[tokio::test]
+async fn concurrent_namespace_property_updates_all_land() {
+    let s = Server::start().await;
+    s.create_namespace_with(&["ns"], json!({ "base": "0" }))
+        .await;
+    // Read once, so that the first updates start from the server's cached copy.
+    assert_eq!(
+        s.namespace_properties(&["ns"]).await,
+        json!({ "base": "0" })
+    );
+    let url = format!("{}/properties", ns_url(&["ns"]));
+    let updates = (0..8).map(|i| {
+        let (s, url) = (&s, &url);
+        async move {
+            let change = s
+                .post(
+                    url,
+                    &json!({ "updates": { format!("k{i}"): i.to_string() } }),
+                )
+                .await
+                .ok(200)
+                .json();
+            assert_eq!(set(&change["updated"]), strings(&[&format!("k{i}")]));
+        }
+    });
+    futures_util::future::join_all(updates).await;
+    let mut expected = json!({ "base": "0" });
+    for i in 0..8 {
+        expected[format!("k{i}")] = json!(i.to_string());
+    }
+    assert_eq!(s.namespace_properties(&["ns"]).await, expected);
+}
+
 #[tokio::test]
 async fn dropping_a_non_empty_namespace_conflicts() {
     let s = Server::start().await;

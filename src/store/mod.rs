@@ -238,10 +238,21 @@ impl Mutation {
         expected: &Properties,
         properties: Arc<Properties>,
     ) -> StoreResult<Mutation> {
+        Self::swap_namespace(catalog, namespace, to_json(expected)?, properties)
+    }
+
+    /// As [`Mutation::update_namespace`], with the expected properties already as JSON
+    /// (taken before they were changed in place).
+    pub fn swap_namespace(
+        catalog: CatalogId,
+        namespace: Namespace,
+        expected_json: String,
+        properties: Arc<Properties>,
+    ) -> StoreResult<Mutation> {
         Ok(Mutation::UpdateNamespace {
             catalog,
             namespace,
-            expected_json: to_json(expected)?,
+            expected_json,
             properties_json: to_json(&*properties)?,
             properties,
         })
@@ -478,6 +489,17 @@ pub trait Store: Send + Sync + 'static {
         catalog: &str,
         namespace: &Namespace,
     ) -> StoreResult<Option<Arc<Properties>>>;
+    /// As [`Store::get_namespace`], for a caller about to replace the properties. A store
+    /// that caches them may hand its copy over and forget it, so that the caller can change
+    /// them in place instead of copying them (the write would evict the entry anyway; a
+    /// read before it commits reads the database).
+    async fn get_namespace_for_update(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+    ) -> StoreResult<Option<Arc<Properties>>> {
+        self.get_namespace(catalog, namespace).await
+    }
     /// Children of `parent` (the root for top-level namespaces), ordered by name.
     async fn list_namespaces(
         &self,

@@ -199,6 +199,24 @@ impl ObjectCache {
         inner.catalog_entry(&record.name, record.id.0).record = Some(Arc::new(record.clone()));
     }
 
+    /// As [`ObjectCache::get_namespace`], but a hit leaves the cache: for an update about
+    /// to change the properties, which then need not be copied (its own write would
+    /// evict them as it begins). A miss is a miss, with its ticket.
+    pub(super) fn take_namespace(&self, catalog: &str, namespace: &str) -> Lookup<Arc<Properties>> {
+        let mut inner = self.lock();
+        let taken = inner
+            .catalogs
+            .get_mut(catalog)
+            .and_then(|c| c.namespaces.remove(namespace));
+        match taken {
+            Some((properties, cost)) => {
+                inner.bytes -= cost;
+                Lookup::Hit(properties)
+            }
+            None => Lookup::Miss(Ticket(inner.generation)),
+        }
+    }
+
     /// Keeps the properties a read found for `namespace` of catalog `id`, unless a
     /// write overlapped the read.
     pub(super) fn fill_namespace(
@@ -588,6 +606,34 @@ mod tests {
         };
         off.fill_catalog(t, &record(3));
         assert!(matches!(off.get_catalog("c"), Lookup::Miss(_)));
+    }
+
+    #[test]
+    fn an_update_takes_a_namespaces_properties_out_of_the_cache() {
+        let cache = ObjectCache::new(1 << 20);
+        let ns = Namespace::root().child("ns");
+        let props = Arc::new(Properties::from([("k".to_string(), "v".to_string())]));
+        let Lookup::Miss(t) = cache.take_namespace("c", &ns.key()) else {
+            panic!("unexpected hit");
+        };
+        cache.fill_namespace(t, "c", CatalogId(1), &ns, &props);
+        let bytes = cache.lock().bytes;
+        assert!(bytes > 0);
+        let Lookup::Hit(taken) = cache.take_namespace("c", &ns.key()) else {
+            panic!("a kept entry is taken");
+        };
+        // Handed over: the caller's is the only copy besides `props`, and the cache
+        // no longer counts it.
+        assert_eq!(Arc::strong_count(&taken), 2);
+        assert_eq!(cache.lock().bytes, 0);
+        assert!(matches!(
+            cache.get_namespace("c", &ns.key()),
+            Lookup::Miss(_)
+        ));
+        assert!(matches!(
+            cache.take_namespace("c", &ns.key()),
+            Lookup::Miss(_)
+        ));
     }
 
     #[test]

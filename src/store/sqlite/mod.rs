@@ -283,6 +283,51 @@ impl SqliteStore {
         })
     }
 
+    /// A namespace's properties, from the cache or the database. `for_update`: a cached
+    /// copy is handed over (`ObjectCache::take_namespace`), and a read does not fill the
+    /// cache, so the caller holds the only copy and may change it in place.
+    fn namespace(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+        for_update: bool,
+    ) -> StoreResult<Option<Arc<Properties>>> {
+        let key = namespace.key();
+        let cache = &self.exclusive.cache;
+        let lookup = match for_update {
+            true => cache.take_namespace(catalog, &key),
+            false => cache.get_namespace(catalog, &key),
+        };
+        let ticket = match lookup {
+            Lookup::Hit(properties) => return Ok(Some(properties)),
+            Lookup::Miss(ticket) => ticket,
+        };
+        let (id, text) = self.read(|conn| {
+            // One query: no row means no catalog, a NULL means no namespace.
+            conn.prepare_cached(
+                "SELECT c.id, n.properties FROM catalogs c
+                 LEFT JOIN namespaces n ON n.catalog_id = c.id AND n.path = ?2
+                 WHERE c.name = ?1",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![catalog, key], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<Document>>(1)?))
+                })
+                .optional()
+            })
+            .map_err(internal)?
+            .ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))
+        })?;
+        let Some(text) = text else {
+            return Ok(None);
+        };
+        let properties = Arc::new(from_json(&text.0)?);
+        if !for_update {
+            cache.fill_namespace(ticket, catalog, CatalogId(id), namespace, &properties);
+        }
+        Ok(Some(properties))
+    }
+
     /// The file journal's marks (`journal.rs`), for the syncer of the files it keeps.
     pub fn file_journal(&self) -> Arc<JournalMarks> {
         self.exclusive.journal.clone()
@@ -562,35 +607,15 @@ impl Store for SqliteStore {
         catalog: &str,
         namespace: &Namespace,
     ) -> StoreResult<Option<Arc<Properties>>> {
-        let key = namespace.key();
-        let ticket = match self.exclusive.cache.get_namespace(catalog, &key) {
-            Lookup::Hit(properties) => return Ok(Some(properties)),
-            Lookup::Miss(ticket) => ticket,
-        };
-        let (id, text) = self.read(|conn| {
-            // One query: no row means no catalog, a NULL means no namespace.
-            conn.prepare_cached(
-                "SELECT c.id, n.properties FROM catalogs c
-                 LEFT JOIN namespaces n ON n.catalog_id = c.id AND n.path = ?2
-                 WHERE c.name = ?1",
-            )
-            .and_then(|mut s| {
-                s.query_row(params![catalog, key], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<Document>>(1)?))
-                })
-                .optional()
-            })
-            .map_err(internal)?
-            .ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))
-        })?;
-        let Some(text) = text else {
-            return Ok(None);
-        };
-        let properties = Arc::new(from_json(&text.0)?);
-        self.exclusive
-            .cache
-            .fill_namespace(ticket, catalog, CatalogId(id), namespace, &properties);
-        Ok(Some(properties))
+        self.namespace(catalog, namespace, false)
+    }
+
+    async fn get_namespace_for_update(
+        &self,
+        catalog: &str,
+        namespace: &Namespace,
+    ) -> StoreResult<Option<Arc<Properties>>> {
+        self.namespace(catalog, namespace, true)
     }
 
     async fn list_namespaces(
