@@ -187,7 +187,8 @@ impl ObjectCache {
     }
 
     /// Keeps the record a read found, unless a write overlapped the read. Every write to
-    /// a catalog touches everything, so no other write's being in flight is enough.
+    /// a catalog is `Touched::All`, so the generation and `pending_all` are the only
+    /// checks it needs (no per-key pending mark applies to a catalog).
     pub(super) fn fill_catalog(&self, ticket: Ticket, record: &CatalogRecord) {
         if self.budget == 0 {
             return;
