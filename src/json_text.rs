@@ -86,6 +86,23 @@ pub fn push_object<'a, V>(
     out.push(b'}');
 }
 
+/// A string-to-string map (properties) as compact JSON text, as `serde_json::to_string`
+/// would write it.
+pub fn map_to_string(map: &std::collections::BTreeMap<String, String>) -> String {
+    // Right for nearly every map: nothing in it needs an escape.
+    let len = 2 + map
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 6)
+        .sum::<usize>();
+    let mut out = Vec::with_capacity(len);
+    push_object(
+        &mut out,
+        map.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        push_str,
+    );
+    String::from_utf8(out).expect("JSON text is UTF-8")
+}
+
 /// `value` as compact JSON text, as `serde_json::to_string` would write it.
 pub fn to_string(value: &Value) -> String {
     let mut out = Vec::with_capacity(4096);
@@ -98,6 +115,17 @@ pub fn to_string(value: &Value) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn maps_are_written_as_serde_json_writes_them() {
+        let mut map = std::collections::BTreeMap::new();
+        assert_eq!(map_to_string(&map), "{}");
+        for b in 0u8..0x80 {
+            map.insert(format!("k{}", b as char), format!("v{}\u{e9}", b as char));
+        }
+        map.insert(String::new(), String::new());
+        assert_eq!(map_to_string(&map), serde_json::to_string(&map).unwrap());
+    }
 
     #[test]
     fn strings_are_written_as_serde_json_writes_them() {

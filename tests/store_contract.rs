@@ -15,7 +15,7 @@ use floe::store::postgres::PostgresStore;
 use floe::store::sqlite::SqliteStore;
 use floe::store::{
     Applied, EventRead, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, PendingPurge,
-    Retention, Store, StoreError, WriteBatch,
+    Retention, Store, StoreError, StoredProperties, WriteBatch,
 };
 
 /// A store of each kind; the temporary directory lives as long as the store is used.
@@ -673,32 +673,42 @@ async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
     };
-    let update = |expected: Properties, properties: Properties| {
-        batch(Mutation::update_namespace(c.id, ns(&["db"]), &expected, properties.into()).unwrap())
+    let update = |expected: &StoredProperties, properties: Properties| {
+        batch(Mutation::update_namespace(
+            c.id,
+            ns(&["db"]),
+            expected,
+            properties,
+        ))
     };
+    let empty = StoredProperties::new(Properties::new());
     store
-        .write(update(Properties::new(), props(&[("a", "1")])))
+        .write(update(&empty, props(&[("a", "1")])))
         .await
         .unwrap();
     assert!(matches!(
-        store
-            .write(update(Properties::new(), props(&[("b", "2")])))
-            .await,
+        store.write(update(&empty, props(&[("b", "2")]))).await,
         Err(StoreError::Conflict)
     ));
-    assert_eq!(
-        store.get_namespace("c", &ns(&["db"])).await.unwrap(),
-        Some(std::sync::Arc::new(props(&[("a", "1")])))
-    );
-    let missing = batch(
-        Mutation::update_namespace(
-            c.id,
-            ns(&["none"]),
-            &Properties::new(),
-            Properties::new().into(),
-        )
-        .unwrap(),
-    );
+    let read = store.get_namespace("c", &ns(&["db"])).await.unwrap();
+    let read = read.expect("the namespace exists");
+    assert_eq!(**read, props(&[("a", "1")]));
+    assert_eq!(read.json(), r#"{"a":"1"}"#);
+    // What a read for an update hands over is what the swap expects.
+    let current = store.get_namespace_for_update("c", &ns(&["db"])).await;
+    let current = current.unwrap().expect("the namespace exists");
+    store
+        .write(update(&current, props(&[("a", "1"), ("b", "2")])))
+        .await
+        .unwrap();
+    let read = store.get_namespace("c", &ns(&["db"])).await.unwrap();
+    assert_eq!(**read.unwrap(), props(&[("a", "1"), ("b", "2")]));
+    let missing = batch(Mutation::update_namespace(
+        c.id,
+        ns(&["none"]),
+        &empty,
+        Properties::new(),
+    ));
     assert!(matches!(
         store.write(missing).await,
         Err(StoreError::NamespaceMissing(_))

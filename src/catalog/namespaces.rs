@@ -9,7 +9,7 @@ use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{Draft, Operation};
 use crate::model::{Namespace, Properties, PropertiesChange};
-use crate::store::{to_json, Mutation, StoreError};
+use crate::store::{Mutation, StoreError, StoredProperties};
 
 /// Attempts of a properties update that keeps meeting concurrent updates.
 const MAX_UPDATE_ATTEMPTS: u32 = 10;
@@ -79,7 +79,7 @@ impl Catalog {
         ctx: &RequestContext,
         catalog: &str,
         namespace: &Namespace,
-    ) -> CatalogResult<Arc<Properties>> {
+    ) -> CatalogResult<Arc<StoredProperties>> {
         let target = Securable::namespace(namespace);
         ctx.require(catalog, Privilege::NAMESPACE_READ_PROPERTIES, &target)?;
         self.namespace_properties(catalog, namespace).await
@@ -91,7 +91,7 @@ impl Catalog {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> CatalogResult<Arc<Properties>> {
+    ) -> CatalogResult<Arc<StoredProperties>> {
         self.store
             .get_namespace(catalog, namespace)
             .await?
@@ -150,18 +150,14 @@ impl Catalog {
                 .get_namespace_for_update(catalog, namespace)
                 .await?
                 .ok_or_else(|| namespace_missing(namespace))?;
-            // What the swap expects, as text, before the properties change in place: the
-            // store hands over its cached copy when it can, so a namespace with many
-            // properties (Polaris's benchmark adds one per update) is not copied each time.
-            let expected_json = to_json(&*expected)?;
-            let mut properties = Arc::unwrap_or_clone(expected);
-            let change = PropertiesChange::apply(&mut properties, &removals, &updates);
-            let update = Mutation::swap_namespace(
-                record.id,
-                namespace.clone(),
-                expected_json,
-                Arc::new(properties),
-            )?;
+            // The store hands over its cached copy when it can, so a namespace with many
+            // properties (Polaris's benchmark adds one per update) is neither copied nor
+            // written out again: the swap expects the text the store read, and new
+            // properties are appended to it.
+            let (properties, expected_json, change) =
+                Arc::unwrap_or_clone(expected).change(&removals, &updates);
+            let update =
+                Mutation::swap_namespace(record.id, namespace.clone(), expected_json, properties);
             let outcome = Outcome::PropertiesChange(change.clone());
             let event =
                 Draft::namespace(Operation::UpdateNamespaceProperties, record.id, namespace)

@@ -5,15 +5,14 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Json;
-use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::context::Ctx;
 use super::error::ApiResult;
 use super::extract::{namespace, JsonBody, Params};
-use super::outcome::render;
+use super::outcome::{namespace_response, render};
 use super::{AppState, Routes};
 use crate::catalog::Outcome;
 use crate::model::{Namespace, Properties};
@@ -75,27 +74,17 @@ async fn create(
     }))
 }
 
-/// A `GetNamespaceResponse`, serialised straight from the (shared) properties.
-#[derive(Serialize)]
-struct Loaded {
-    namespace: Vec<String>,
-    properties: Arc<Properties>,
-}
-
 async fn load(
     State(state): State<AppState>,
     Ctx(ctx): Ctx,
     Path((prefix, raw)): Path<(String, String)>,
-) -> ApiResult<Json<Loaded>> {
+) -> ApiResult<Response> {
     let namespace = namespace(&raw)?;
     let properties = state
         .catalog
         .load_namespace(&ctx, &prefix, &namespace)
         .await?;
-    Ok(Json(Loaded {
-        namespace: namespace.levels().to_vec(),
-        properties,
-    }))
+    Ok(namespace_response(namespace.levels(), properties.json()))
 }
 
 async fn exists(

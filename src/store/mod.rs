@@ -27,7 +27,10 @@
 /// The metadata caches' documents (both stores), in an allocator heap of their own.
 mod cache_text;
 pub mod postgres;
+mod properties;
 pub mod sqlite;
+
+pub use properties::StoredProperties;
 
 use std::sync::Arc;
 
@@ -149,13 +152,12 @@ pub enum Mutation {
     UpdateNamespace {
         catalog: CatalogId,
         namespace: Namespace,
-        /// The new properties (the embedded store's cache keeps them once committed).
-        properties: Arc<Properties>,
-        /// The expected and the new properties as the stored JSON text: serialised by the
-        /// request, so that the store's serial commit path does not (the properties of a
-        /// namespace only grow, and the embedded store's one commit thread paid for both).
+        /// The new properties, with the text to store, written by the request so that
+        /// the store's serial commit path does not (the embedded store's cache keeps
+        /// them once committed).
+        properties: Arc<StoredProperties>,
+        /// The expected properties' text, exactly as the store read it.
         expected_json: String,
-        properties_json: String,
     },
     /// `NamespaceNotEmpty` while it holds namespaces, tables or views.
     DropNamespace {
@@ -231,31 +233,32 @@ pub enum Reach {
 }
 
 impl Mutation {
-    /// The swap of a namespace's properties from `expected` to `properties`.
+    /// The swap of a namespace's properties from `expected` (as a store read them) to
+    /// `properties`.
     pub fn update_namespace(
         catalog: CatalogId,
         namespace: Namespace,
-        expected: &Properties,
-        properties: Arc<Properties>,
-    ) -> StoreResult<Mutation> {
-        Self::swap_namespace(catalog, namespace, to_json(expected)?, properties)
+        expected: &StoredProperties,
+        properties: Properties,
+    ) -> Mutation {
+        let properties = StoredProperties::new(properties);
+        Self::swap_namespace(catalog, namespace, expected.json().to_string(), properties)
     }
 
-    /// As [`Mutation::update_namespace`], with the expected properties already as JSON
-    /// (taken before they were changed in place).
+    /// As [`Mutation::update_namespace`], with the expected text and the new properties
+    /// already made ([`StoredProperties::change`]).
     pub fn swap_namespace(
         catalog: CatalogId,
         namespace: Namespace,
         expected_json: String,
-        properties: Arc<Properties>,
-    ) -> StoreResult<Mutation> {
-        Ok(Mutation::UpdateNamespace {
+        properties: StoredProperties,
+    ) -> Mutation {
+        Mutation::UpdateNamespace {
             catalog,
             namespace,
             expected_json,
-            properties_json: to_json(&*properties)?,
-            properties,
-        })
+            properties: Arc::new(properties),
+        }
     }
 
     /// Adds the tables and views this mutation writes to `into`. The embedded store's
@@ -488,7 +491,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> StoreResult<Option<Arc<Properties>>>;
+    ) -> StoreResult<Option<Arc<StoredProperties>>>;
     /// As [`Store::get_namespace`], for a caller about to replace the properties. A store
     /// that caches them may hand its copy over and forget it, so that the caller can change
     /// them in place instead of copying them (the write would evict the entry anyway; a
@@ -497,7 +500,7 @@ pub trait Store: Send + Sync + 'static {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> StoreResult<Option<Arc<Properties>>> {
+    ) -> StoreResult<Option<Arc<StoredProperties>>> {
         self.get_namespace(catalog, namespace).await
     }
     /// Children of `parent` (the root for top-level namespaces), ordered by name.
@@ -579,6 +582,12 @@ pub(crate) const CATALOG_COLUMNS: &str =
 /// Properties and storage configs are kept as JSON text in both stores.
 pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|e| StoreError::Internal(e.into()))
+}
+
+/// Properties as the JSON text both stores keep, written fast (`json_text`), as
+/// [`StoredProperties::new`] writes them.
+pub(crate) fn properties_json(properties: &Properties) -> String {
+    crate::json_text::map_to_string(properties)
 }
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<T> {

@@ -46,7 +46,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::{check_schema, stored_kind, SecurityDocument, WriteTicket};
+use crate::store::{check_schema, stored_kind, SecurityDocument, StoredProperties, WriteTicket};
 use anyhow::Context;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -55,12 +55,12 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{NoTls, Row};
 
 use super::{
-    from_json, page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord,
-    LockedObjects, Page, PageRequest, PendingPurge, Store, StoreError, StoreResult, StoredObject,
-    WriteBatch, CATALOG_COLUMNS,
+    page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord, LockedObjects, Page,
+    PageRequest, PendingPurge, Store, StoreError, StoreResult, StoredObject, WriteBatch,
+    CATALOG_COLUMNS,
 };
 use crate::events::StoredEvent;
-use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind};
 pub(super) use queries::{int8, text, Queries};
 use schema::MIGRATIONS;
 use writes::PgLocked;
@@ -610,7 +610,7 @@ impl Store for PostgresStore {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> StoreResult<Option<Arc<Properties>>> {
+    ) -> StoreResult<Option<Arc<StoredProperties>>> {
         let key = namespace.key();
         // One round trip: no row means no catalog, a NULL means no namespace.
         let row = self
@@ -629,11 +629,10 @@ impl Store for PostgresStore {
             })
             .await?;
         let row = row.ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))?;
-        Ok(row
-            .get::<_, Option<&str>>(0)
-            .map(from_json)
-            .transpose()?
-            .map(Arc::new))
+        row.get::<_, Option<String>>(0)
+            .map(|text| StoredProperties::from_json(text).map(Arc::new))
+            .transpose()
+            .map_err(|e| StoreError::Internal(e.into()))
     }
 
     async fn list_namespaces(

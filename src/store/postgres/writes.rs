@@ -13,8 +13,9 @@ use super::{
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
-    exists_error, location_prefixes, location_upper_bound, to_json, Applied, IdempotencyRecord,
-    LockedObjects, Mutation, ObjectWrite, StoreError, StoreResult, StoredObject, WriteBatch,
+    exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
+    IdempotencyRecord, LockedObjects, Mutation, ObjectWrite, StoreError, StoreResult, StoredObject,
+    WriteBatch,
 };
 
 /// Applies the batch's rows, then its mutation, in the caller's transaction.
@@ -57,9 +58,8 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
             catalog,
             namespace,
             expected_json,
-            properties_json,
-            ..
-        } => update_namespace(q, *catalog, namespace, expected_json, properties_json).await?,
+            properties,
+        } => update_namespace(q, *catalog, namespace, expected_json, properties.json()).await?,
         Mutation::DropNamespace { catalog, namespace } => {
             drop_namespace(q, *catalog, namespace).await?
         }
@@ -268,7 +268,7 @@ async fn create_namespace(
     namespace: &Namespace,
     properties: &Properties,
 ) -> Attempt<()> {
-    let properties = to_json(properties)?;
+    let properties = properties_json(properties);
     let (key, parent) = (namespace.key(), namespace.parent().key());
     let inserted = q
         .query_all_typed(

@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::HashMap;
 
-use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::cache_text::CachedText;
-use crate::store::{Mutation, ObjectKey, Reach, StoredObject};
+use crate::store::{Mutation, ObjectKey, Reach, StoredObject, StoredProperties};
 
 /// A namespace's own key among the objects' keys: no table or view has an empty name.
 pub(super) fn namespace_key(catalog: CatalogId, namespace: &Namespace) -> ObjectKey {
@@ -103,7 +103,7 @@ struct Catalog {
     /// Namespace key, then object name.
     objects: HashMap<String, HashMap<String, Arc<Cached>>>,
     /// Namespace key: its properties and their cost.
-    namespaces: HashMap<String, (Arc<Properties>, usize)>,
+    namespaces: HashMap<String, (Arc<StoredProperties>, usize)>,
 }
 
 #[derive(Default)]
@@ -128,9 +128,9 @@ fn cost(metadata_location: &str, metadata: &str) -> usize {
 }
 
 /// About the bytes of a namespace's properties as JSON, plus its key and the entry.
-fn namespace_cost(key: &str, properties: &Properties) -> usize {
-    let json: usize = properties.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
-    json + key.len() + 64
+/// The map is counted at its text's size, plus the text itself.
+fn namespace_cost(key: &str, properties: &StoredProperties) -> usize {
+    2 * properties.json().len() + key.len() + 64
 }
 
 impl ObjectCache {
@@ -166,7 +166,11 @@ impl ObjectCache {
         })
     }
 
-    pub(super) fn get_namespace(&self, catalog: &str, namespace: &str) -> Lookup<Arc<Properties>> {
+    pub(super) fn get_namespace(
+        &self,
+        catalog: &str,
+        namespace: &str,
+    ) -> Lookup<Arc<StoredProperties>> {
         let inner = self.lock();
         match inner
             .catalogs
@@ -203,7 +207,11 @@ impl ObjectCache {
     /// As [`ObjectCache::get_namespace`], but a hit leaves the cache: for an update about
     /// to change the properties, which then need not be copied (its own write would
     /// evict them as it begins). A miss is a miss, with its ticket.
-    pub(super) fn take_namespace(&self, catalog: &str, namespace: &str) -> Lookup<Arc<Properties>> {
+    pub(super) fn take_namespace(
+        &self,
+        catalog: &str,
+        namespace: &str,
+    ) -> Lookup<Arc<StoredProperties>> {
         let mut inner = self.lock();
         let taken = inner
             .catalogs
@@ -226,7 +234,7 @@ impl ObjectCache {
         catalog: &str,
         id: CatalogId,
         namespace: &Namespace,
-        properties: &Arc<Properties>,
+        properties: &Arc<StoredProperties>,
     ) {
         let key = namespace_key(id, namespace);
         let cost = namespace_cost(&key.1, properties);
@@ -476,7 +484,7 @@ fn evict_some(inner: &mut Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{CatalogId, Namespace};
+    use crate::model::{CatalogId, Namespace, Properties};
 
     fn size(object: &StoredObject) -> usize {
         cost(&object.metadata_location, &object.metadata)
@@ -613,7 +621,10 @@ mod tests {
     fn an_update_takes_a_namespaces_properties_out_of_the_cache() {
         let cache = ObjectCache::new(1 << 20);
         let ns = Namespace::root().child("ns");
-        let props = Arc::new(Properties::from([("k".to_string(), "v".to_string())]));
+        let props = Arc::new(StoredProperties::new(Properties::from([(
+            "k".to_string(),
+            "v".to_string(),
+        )])));
         let Lookup::Miss(t) = cache.take_namespace("c", &ns.key()) else {
             panic!("unexpected hit");
         };
@@ -642,7 +653,12 @@ mod tests {
         let cache = ObjectCache::new(1 << 20);
         let ns = Namespace::root().child("ns");
         let other = Namespace::root().child("other");
-        let props = |v: &str| Arc::new(Properties::from([("k".to_string(), v.to_string())]));
+        let props = |v: &str| {
+            Arc::new(StoredProperties::new(Properties::from([(
+                "k".to_string(),
+                v.to_string(),
+            )])))
+        };
         let hit = |namespace: &Namespace| match cache.get_namespace("c", &namespace.key()) {
             Lookup::Hit(p) => Some(p["k"].clone()),
             Lookup::Miss(_) => None,
@@ -660,13 +676,8 @@ mod tests {
         cache.begin(&touched("t"));
         cache.end(&touched("t"));
         assert_eq!(hit(&ns).as_deref(), Some("1"));
-        let update = Mutation::update_namespace(
-            CatalogId(1),
-            ns.clone(),
-            &props("1"),
-            Arc::new(Properties::new()),
-        )
-        .unwrap();
+        let update =
+            Mutation::update_namespace(CatalogId(1), ns.clone(), &props("1"), Properties::new());
         let touched = Touched::of([&update]);
         cache.begin(&touched);
         assert_eq!(hit(&ns), None);
@@ -708,10 +719,9 @@ mod tests {
         let update = Mutation::update_namespace(
             CatalogId(1),
             ns.clone(),
-            &Properties::new(),
-            Arc::new(Properties::from([("k".into(), "2".into())])),
-        )
-        .unwrap();
+            &StoredProperties::new(Properties::new()),
+            Properties::from([("k".into(), "2".into())]),
+        );
         // `u` is new; catalog 2 is not cached, so nothing of it is kept.
         let group = [write("t", 1), write("u", 1), write("w", 2), update];
         let touched = Touched::of(&group);

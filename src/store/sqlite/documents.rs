@@ -50,9 +50,7 @@ pub(super) fn pack_batch(batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
             writes.iter().map(|w| pack(&w.metadata)).collect()
         }
         Mutation::Undrop { write, .. } => vec![pack(&write.metadata)],
-        Mutation::UpdateNamespace {
-            properties_json, ..
-        } => vec![pack(properties_json)],
+        Mutation::UpdateNamespace { properties, .. } => vec![pack(properties.json())],
         _ => Vec::new(),
     }
 }

@@ -35,18 +35,18 @@ use schema::{migrate, MIGRATIONS};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use crate::store::{check_schema, stored_kind, SecurityDocument};
+use crate::store::{check_schema, stored_kind, SecurityDocument, StoredProperties};
 use anyhow::Context;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
-    from_json, page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord,
-    LockedObjects, Page, PageRequest, PendingPurge, Store, StoreError, StoreResult, StoredObject,
-    WriteBatch, WriteTicket, CATALOG_COLUMNS,
+    page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord, LockedObjects, Page,
+    PageRequest, PendingPurge, Store, StoreError, StoreResult, StoredObject, WriteBatch,
+    WriteTicket, CATALOG_COLUMNS,
 };
 use crate::events::StoredEvent;
-use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind};
 
 /// Most idle read connections kept open.
 const MAX_IDLE_READERS: usize = 16;
@@ -194,7 +194,7 @@ impl SqliteStore {
         catalog: &str,
         namespace: &Namespace,
         for_update: bool,
-    ) -> StoreResult<Option<Arc<Properties>>> {
+    ) -> StoreResult<Option<Arc<StoredProperties>>> {
         let key = namespace.key();
         let cache = &self.exclusive.cache;
         let lookup = match for_update {
@@ -224,7 +224,9 @@ impl SqliteStore {
         let Some(text) = text else {
             return Ok(None);
         };
-        let properties = Arc::new(from_json(&text.0)?);
+        let properties = StoredProperties::from_json(text.0)
+            .map(Arc::new)
+            .map_err(|e| StoreError::Internal(e.into()))?;
         if !for_update {
             cache.fill_namespace(ticket, catalog, CatalogId(id), namespace, &properties);
         }
@@ -478,7 +480,7 @@ impl Store for SqliteStore {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> StoreResult<Option<Arc<Properties>>> {
+    ) -> StoreResult<Option<Arc<StoredProperties>>> {
         self.namespace(catalog, namespace, false)
     }
 
@@ -486,7 +488,7 @@ impl Store for SqliteStore {
         &self,
         catalog: &str,
         namespace: &Namespace,
-    ) -> StoreResult<Option<Arc<Properties>>> {
+    ) -> StoreResult<Option<Arc<StoredProperties>>> {
         self.namespace(catalog, namespace, true)
     }
 
@@ -886,15 +888,9 @@ mod tests {
                 .map(|i| (format!("UpdatedAttribute_{i}"), i.to_string()))
                 .collect()
         };
+        let stored = |n: usize| crate::store::StoredProperties::new(properties(n));
         let update = |from: usize, to: usize| {
-            let expected = properties(from);
-            Mutation::update_namespace(
-                C,
-                db.clone(),
-                &expected,
-                std::sync::Arc::new(properties(to)),
-            )
-            .unwrap()
+            Mutation::update_namespace(C, db.clone(), &stored(from), properties(to))
         };
         store
             .write(WriteBatch::new(update(0, 400), 0))
@@ -921,15 +917,14 @@ mod tests {
         let stale = store.write(WriteBatch::new(update(400, 402), 0)).await;
         assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
         let read = store.get_namespace("c", &db).await.unwrap().unwrap();
-        assert_eq!(*read, properties(401));
+        assert_eq!(*read, stored(401));
         // A namespace that does not exist is missing, not a conflict.
         let gone = Mutation::update_namespace(
             C,
             Namespace::root().child("gone"),
-            &properties(0),
-            std::sync::Arc::new(properties(1)),
-        )
-        .unwrap();
+            &stored(0),
+            properties(1),
+        );
         let missing = store.write(WriteBatch::new(gone, 0)).await;
         assert!(
             matches!(missing, Err(StoreError::NamespaceMissing(_))),

@@ -10,9 +10,9 @@ use super::{
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
-    exists_error, location_prefixes, location_upper_bound, to_json, Applied, CatalogRow,
-    IdempotencyRecord, Mutation, ObjectWrite, StoreError, StoreResult, StoredObject, WriteBatch,
-    CATALOG_COLUMNS,
+    exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
+    CatalogRow, IdempotencyRecord, Mutation, ObjectWrite, StoreError, StoreResult, StoredObject,
+    WriteBatch, CATALOG_COLUMNS,
 };
 
 /// Applies the batch's rows, then its mutation; any error rolls all of it back.
@@ -72,10 +72,9 @@ fn apply_mutation(
             catalog,
             namespace,
             expected_json,
-            properties_json,
-            ..
+            properties,
         } => {
-            let new = stored(packed, 0, properties_json);
+            let new = stored(packed, 0, properties.json());
             update_namespace(tx, *catalog, namespace, expected_json, new)?
         }
         Mutation::DropNamespace { catalog, namespace } => drop_namespace(tx, *catalog, namespace)?,
@@ -265,7 +264,7 @@ fn create_namespace(
             namespace.key(),
             namespace.parent().key(),
             namespace.last(),
-            to_json(properties).map_err(|e| rusqlite::Error::ToSqlConversionFailure(e.into()))?
+            properties_json(properties)
         ])
     })
     .map_err(|e| {
