@@ -10,10 +10,11 @@ use std::collections::HashMap;
 
 use iceberg::spec::{
     FormatVersion, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
-    ViewMetadata, ViewMetadataBuilder,
+    ViewFormatVersion, ViewMetadata, ViewMetadataBuilder,
 };
 use iceberg::{TableRequirement, TableUpdate, ViewUpdate};
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 use uuid::Uuid;
 
 use super::error::{CatalogError, CatalogResult, Missing};
@@ -237,6 +238,44 @@ pub fn metadata_json<T: Serialize>(metadata: &T) -> CatalogResult<String> {
         assert_eq!(text, metadata_json_via_value(metadata)?);
     }
     Ok(text)
+}
+
+/// A view's metadata document, written as [`metadata_json`] writes it. With the
+/// self-check on, every document is compared with iceberg-rust's own serialisation.
+pub fn view_metadata_json(metadata: &ViewMetadata) -> CatalogResult<String> {
+    let text = metadata_json(&ViewDocument(metadata))?;
+    if super::parsed::self_check() {
+        assert_eq!(text, metadata_json_via_value(metadata)?);
+    }
+    Ok(text)
+}
+
+/// A view's metadata as iceberg-rust serialises it (format 1, the fields of its
+/// `ViewMetadataV1`), from borrowed parts: iceberg-rust's own `Serialize` first clones the
+/// whole view, properties included, which was an eighth of a view commit's CPU in
+/// Polaris's benchmark (it adds a property per update).
+struct ViewDocument<'a>(&'a ViewMetadata);
+
+impl Serialize for ViewDocument<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let view = self.0;
+        // A format iceberg-rust adds must be written here before it compiles.
+        match view.format_version() {
+            ViewFormatVersion::V1 => {}
+        }
+        let versions: Vec<_> = view.versions().map(|v| v.as_ref()).collect();
+        let schemas: Vec<_> = view.schemas_iter().map(|s| s.as_ref()).collect();
+        let mut doc = serializer.serialize_struct("ViewMetadataV1", 8)?;
+        doc.serialize_field("format-version", &1u8)?;
+        doc.serialize_field("view-uuid", &view.uuid())?;
+        doc.serialize_field("location", view.location())?;
+        doc.serialize_field("current-version-id", &view.current_version_id())?;
+        doc.serialize_field("versions", &versions)?;
+        doc.serialize_field("version-log", view.history())?;
+        doc.serialize_field("schemas", &schemas)?;
+        doc.serialize_field("properties", &Some(view.properties()))?;
+        doc.end()
+    }
 }
 
 /// The lists of a metadata document and the fields their items are ordered by.
@@ -536,7 +575,8 @@ mod tests {
         for step in steps {
             let update: ViewUpdate = serde_json::from_value(step.clone()).unwrap();
             md = apply_view_updates(md, vec![update]).unwrap_or_else(|e| panic!("{step}: {e}"));
-            let doc = metadata_json(&md).unwrap();
+            // Written from borrowed parts, and exactly as iceberg-rust writes it.
+            let doc = view_metadata_json(&md).unwrap();
             assert_eq!(doc, metadata_json_via_value(&md).unwrap());
             let parsed: ViewMetadata = serde_json::from_str(&doc).unwrap();
             assert_eq!(parsed, md, "after {step}");

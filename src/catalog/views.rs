@@ -8,7 +8,8 @@ use iceberg::ViewUpdate;
 use serde::Deserialize;
 
 use super::commit::{
-    apply_view_updates, check_view_requirements, metadata_json, next_metadata_file, ViewRequirement,
+    apply_view_updates, check_view_requirements, next_metadata_file, view_metadata_json,
+    ViewRequirement,
 };
 use super::error::{object_missing, CatalogError, CatalogResult};
 use super::locations::{check_allowed, default_location, metadata_dir};
@@ -100,7 +101,7 @@ impl Catalog {
                 None,
                 0,
             ),
-            metadata: metadata_json(&metadata)?,
+            metadata: view_metadata_json(&metadata)?,
             location: canonical,
             check_location: true,
         };
@@ -182,7 +183,7 @@ impl Catalog {
                             log_len,
                         ),
                         expected_metadata_location: Some(object.metadata_location),
-                        metadata: metadata_json(&metadata)?,
+                        metadata: view_metadata_json(&metadata)?,
                         location: canonical,
                         check_location: previous_location != metadata.location(),
                     };
@@ -242,7 +243,7 @@ impl Catalog {
             })?;
             Ok(Registered {
                 location: metadata.location().to_string(),
-                metadata: metadata_json(&metadata)?,
+                metadata: view_metadata_json(&metadata)?,
                 uuid: metadata.uuid().to_string(),
             })
         };
