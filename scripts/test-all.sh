@@ -43,6 +43,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export FLOE_BIN="${FLOE_BIN:-$ROOT/target/release/floe}"
+# Every server the suites start checks each metadata document it writes against
+# iceberg-rust's own serialisation (the Rust suites' in-process servers do it anyway).
+export FLOE_SELF_CHECK=true
 # The first pass is on the embedded store whatever the caller's environment says.
 unset FLOE_TEST_DATABASE_URL FLOE_TEST_PG_DIR FLOE_DATABASE_URL
 VENV="$ROOT/.cache/venv"

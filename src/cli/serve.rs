@@ -180,6 +180,12 @@ pub struct ServeArgs {
     /// cost.
     #[arg(long, env = "FLOE_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics: bool,
+    /// Check every metadata document written against iceberg-rust's own serialisation,
+    /// and every kept model against a parse, failing the request on a difference: for
+    /// test suites (it costs CPU). `scripts/test-all.sh` turns it on for every server.
+    #[arg(long, env = "FLOE_SELF_CHECK", default_value_t = false,
+          action = clap::ArgAction::Set, hide = true)]
+    pub self_check: bool,
     /// Log filter, e.g. `info`, `warn`, `floe=debug`.
     #[arg(long, env = "FLOE_LOG", default_value = "info")]
     pub log: String,
@@ -274,6 +280,7 @@ fn bootstrap_credentials(raw: Option<&str>) -> anyhow::Result<Option<(String, St
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let _log_guard = init_logging(&args.log, args.log_format)?;
     crate::metrics::set_enabled(args.metrics);
+    crate::catalog::set_self_check(args.self_check);
     check_auth_mode(&args)?;
     let config = ServerConfig {
         data_dir: args.data_dir.clone(),
