@@ -584,8 +584,8 @@ pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
     serde_json::to_string(value).map_err(|e| StoreError::Internal(e.into()))
 }
 
-/// Properties as the JSON text both stores keep, written fast (`json_text`), as
-/// [`StoredProperties::new`] writes them.
+/// Properties as the JSON text both stores keep (compact, as serde_json writes it, with
+/// `json_text`'s faster escaping); [`StoredProperties::new`] writes it too.
 pub(crate) fn properties_json(properties: &Properties) -> String {
     crate::json_text::map_to_string(properties)
 }

@@ -10,7 +10,8 @@
 
 use std::ops::Deref;
 
-use crate::json_text::{self, push_str};
+use super::{from_json, properties_json, StoreResult};
+use crate::json_text::push_str;
 use crate::model::{Properties, PropertiesChange};
 
 /// Properties with their stored JSON text. The text is always the map's (it parses to
@@ -27,13 +28,13 @@ pub struct StoredProperties {
 impl StoredProperties {
     /// Writes the map's text (compact, as serde_json writes it).
     pub fn new(map: Properties) -> Self {
-        let json = json_text::map_to_string(&map);
+        let json = properties_json(&map);
         StoredProperties { map, json }
     }
 
-    /// Parses text a store read.
-    pub fn from_json(json: String) -> Result<Self, serde_json::Error> {
-        let map = serde_json::from_str(&json)?;
+    /// Parses text a store read (text that is not a map is the store's `Internal` error).
+    pub fn from_json(json: String) -> StoreResult<Self> {
+        let map = from_json(&json)?;
         Ok(StoredProperties { map, json })
     }
 

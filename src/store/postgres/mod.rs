@@ -632,7 +632,6 @@ impl Store for PostgresStore {
         row.get::<_, Option<String>>(0)
             .map(|text| StoredProperties::from_json(text).map(Arc::new))
             .transpose()
-            .map_err(|e| StoreError::Internal(e.into()))
     }
 
     async fn list_namespaces(

@@ -224,9 +224,7 @@ impl SqliteStore {
         let Some(text) = text else {
             return Ok(None);
         };
-        let properties = StoredProperties::from_json(text.0)
-            .map(Arc::new)
-            .map_err(|e| StoreError::Internal(e.into()))?;
+        let properties = Arc::new(StoredProperties::from_json(text.0)?);
         if !for_update {
             cache.fill_namespace(ticket, catalog, CatalogId(id), namespace, &properties);
         }
