@@ -10,7 +10,10 @@
 
 use serde_json::Value;
 
+pub mod map_text;
 pub mod sorted;
+
+pub use map_text::MapText;
 
 /// Appends `text` as a JSON string.
 pub fn push_str(out: &mut Vec<u8>, text: &str) {

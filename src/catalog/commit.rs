@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use uuid::Uuid;
 
 use super::error::{CatalogError, CatalogResult, Missing};
+use crate::json_text::MapText;
 
 /// Checks every requirement against the current metadata (`None`: the table does not
 /// exist). The first failure becomes a `CommitFailed` with Java's wording.
@@ -230,24 +231,85 @@ fn apply_view_update(
 /// snapshots, schemas and versions in hash maps), and every object's keys sorted. Clients
 /// compare these lists in order, and the same state must always produce the same document.
 pub fn metadata_json<T: Serialize>(metadata: &T) -> CatalogResult<String> {
-    let text = crate::json_text::sorted::to_string(metadata, &METADATA_LISTS)
+    metadata_json_with(metadata, None)
+}
+
+/// As [`metadata_json`], with the properties written as `properties`, their text (from
+/// [`properties_text`]) instead of sorted and written again.
+pub fn metadata_json_with<T: Serialize>(
+    metadata: &T,
+    properties: Option<&MapText>,
+) -> CatalogResult<String> {
+    let raw = properties.map(|p| ("properties", p.as_str()));
+    let text = crate::json_text::sorted::to_string_with(metadata, &METADATA_LISTS, raw.as_slice())
         .map_err(CatalogError::internal)?;
     // Straight to text, as the `Value` tree (sorted maps) it replaced wrote it: with the
-    // self-check on (debug builds, the test suites' servers) every document is compared.
+    // self-check on (debug builds, the test suites' servers) every document is compared,
+    // and so every properties text used.
     if super::parsed::self_check() {
         assert_eq!(text, metadata_json_via_value(metadata)?);
     }
     Ok(text)
 }
 
-/// A view's metadata document, written as [`metadata_json`] writes it. With the
+/// A view's metadata document, written as [`metadata_json_with`] writes it. With the
 /// self-check on, every document is compared with iceberg-rust's own serialisation.
-pub fn view_metadata_json(metadata: &ViewMetadata) -> CatalogResult<String> {
-    let text = metadata_json(&ViewDocument(metadata))?;
+pub fn view_metadata_json(
+    metadata: &ViewMetadata,
+    properties: Option<&MapText>,
+) -> CatalogResult<String> {
+    let text = metadata_json_with(&ViewDocument(metadata), properties)?;
     if super::parsed::self_check() {
         assert_eq!(text, metadata_json_via_value(metadata)?);
     }
     Ok(text)
+}
+
+/// The text of `properties`, a commit's new properties, for its document: `base`'s (the
+/// text its base document was written with) with the keys in `changed` (those its updates
+/// set or removed) changed, else written anew. `None` when they need an escape: the
+/// document then writes them itself.
+pub fn properties_text<'k>(
+    base: Option<&MapText>,
+    properties: &HashMap<String, String>,
+    changed: impl IntoIterator<Item = &'k str>,
+) -> Option<MapText> {
+    base.and_then(|base| base.changed(properties, changed))
+        .or_else(|| MapText::new(properties))
+}
+
+/// The property keys table updates set or remove (the only updates that change them).
+pub fn table_property_keys(updates: &[TableUpdate]) -> impl Iterator<Item = &str> {
+    updates
+        .iter()
+        .flat_map(|update| -> Box<dyn Iterator<Item = &str> + '_> {
+            match update {
+                TableUpdate::SetProperties { updates } => {
+                    Box::new(updates.keys().map(String::as_str))
+                }
+                TableUpdate::RemoveProperties { removals } => {
+                    Box::new(removals.iter().map(String::as_str))
+                }
+                _ => Box::new(std::iter::empty()),
+            }
+        })
+}
+
+/// The property keys view updates set or remove (the only updates that change them).
+pub fn view_property_keys(updates: &[ViewUpdate]) -> impl Iterator<Item = &str> {
+    updates
+        .iter()
+        .flat_map(|update| -> Box<dyn Iterator<Item = &str> + '_> {
+            match update {
+                ViewUpdate::SetProperties { updates } => {
+                    Box::new(updates.keys().map(String::as_str))
+                }
+                ViewUpdate::RemoveProperties { removals } => {
+                    Box::new(removals.iter().map(String::as_str))
+                }
+                _ => Box::new(std::iter::empty()),
+            }
+        })
 }
 
 /// A view's metadata as iceberg-rust serialises it (format 1, the fields of its
@@ -514,24 +576,34 @@ mod tests {
                 || Ok("file:///tmp/t".into()),
             )
             .unwrap();
-            let check = |md: &TableMetadata, step: &str| {
+            let check = |md: &TableMetadata, properties: Option<&MapText>, step: &str| {
                 let doc = metadata_json(md).unwrap();
                 assert_eq!(doc, metadata_json_via_value(md).unwrap());
+                // The properties' text carried from commit to commit gives the same text.
+                assert!(properties.is_some());
+                assert_eq!(doc, metadata_json_with(md, properties).unwrap(), "{step}");
                 let parsed: TableMetadata = serde_json::from_str(&doc).unwrap();
                 if version != FormatVersion::V1 {
                     assert_eq!(&parsed, md, "{version:?} after {step}");
                 }
             };
-            check(&md, "the create");
+            let mut properties = properties_text(None, md.properties(), []);
+            check(&md, properties.as_ref(), "the create");
             for (i, step) in steps.into_iter().enumerate() {
                 let update: TableUpdate = serde_json::from_value(step.clone()).unwrap();
+                let updates = vec![update];
                 md = apply_table_updates(
                     md,
                     &format!("file:///tmp/t/metadata/{i}.json"),
-                    vec![update],
+                    updates.clone(),
                 )
                 .unwrap_or_else(|e| panic!("{version:?}: {step}: {e}"));
-                check(&md, &step.to_string());
+                properties = properties_text(
+                    properties.as_ref(),
+                    md.properties(),
+                    table_property_keys(&updates),
+                );
+                check(&md, properties.as_ref(), &step.to_string());
             }
         }
     }
@@ -572,12 +644,21 @@ mod tests {
             serde_json::json!({"action": "remove-properties", "removals": ["a"]}),
             serde_json::json!({"action": "set-location", "location": "file:///tmp/v2"}),
         ];
+        let mut properties = properties_text(None, md.properties(), []);
         for step in steps {
-            let update: ViewUpdate = serde_json::from_value(step.clone()).unwrap();
-            md = apply_view_updates(md, vec![update]).unwrap_or_else(|e| panic!("{step}: {e}"));
+            let updates: Vec<ViewUpdate> = vec![serde_json::from_value(step.clone()).unwrap()];
+            md = apply_view_updates(md, updates.clone()).unwrap_or_else(|e| panic!("{step}: {e}"));
             // Written from borrowed parts, and exactly as iceberg-rust writes it.
-            let doc = view_metadata_json(&md).unwrap();
+            let doc = view_metadata_json(&md, None).unwrap();
             assert_eq!(doc, metadata_json_via_value(&md).unwrap());
+            // And so with the properties' text carried from commit to commit.
+            properties = properties_text(
+                properties.as_ref(),
+                md.properties(),
+                view_property_keys(&updates),
+            );
+            assert!(properties.is_some());
+            assert_eq!(doc, view_metadata_json(&md, properties.as_ref()).unwrap());
             let parsed: ViewMetadata = serde_json::from_str(&doc).unwrap();
             assert_eq!(parsed, md, "after {step}");
         }

@@ -21,9 +21,10 @@
 //! A commit *takes* its base out (no clone of the model), and puts the new model in under
 //! the new location, whether or not that write then lands: a pipelined commit may build
 //! on it before it is durable (`locks.rs`), and an entry no stored pointer names is never
-//! hit and soon evicted. Bounded by a budget in document bytes; beyond it arbitrary
-//! entries go. Random eviction keeps a share of hits when commits go round more objects
-//! than fit, where least-recently-used would keep none.
+//! hit and soon evicted. Bounded by a budget in document bytes (with the properties' text
+//! kept beside a model); beyond it arbitrary entries go. Random eviction keeps a share of
+//! hits when commits go round more objects than fit, where least-recently-used would keep
+//! none.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +33,7 @@ use std::sync::Mutex;
 use iceberg::spec::{TableMetadata, ViewMetadata};
 
 use super::error::CatalogResult;
+use crate::json_text::MapText;
 use crate::stable_hash::fold_words;
 use crate::store::StoredObject;
 
@@ -51,8 +53,23 @@ pub(super) fn self_check() -> bool {
 
 /// What a cached location holds. Boxed: a view's model is much smaller than a table's.
 pub(super) enum Model {
-    Table(Box<TableMetadata>),
-    View(Box<ViewMetadata>),
+    Table(Box<Kept<TableMetadata>>),
+    View(Box<Kept<ViewMetadata>>),
+}
+
+/// A model, and the text its document's properties were written from (`None`: the model
+/// was parsed, or its properties need an escape), which the next commit changes instead
+/// of writing all the properties again (`json_text::map_text`).
+pub(super) struct Kept<M> {
+    pub(super) model: M,
+    pub(super) properties: Option<MapText>,
+}
+
+impl<M> Kept<M> {
+    /// Bytes beyond the document's that the entry holds, for the budget.
+    pub(super) fn extra_bytes(&self) -> usize {
+        self.properties.as_ref().map_or(0, MapText::size)
+    }
 }
 
 impl ParsedCache<Model> {
@@ -61,22 +78,28 @@ impl ParsedCache<Model> {
     pub(super) fn base<T: PartialEq>(
         &self,
         object: &StoredObject,
-        kept: impl FnOnce(Model) -> Option<T>,
+        kept: impl FnOnce(Model) -> Option<Kept<T>>,
         parse: impl Fn(&str) -> CatalogResult<T>,
-    ) -> CatalogResult<T> {
+    ) -> CatalogResult<Kept<T>> {
         match self
             .take(&object.metadata_location, &object.metadata)
             .and_then(kept)
         {
-            Some(model) => {
+            // Its properties' text is checked with every document written from it
+            // (`commit::metadata_json_with`).
+            Some(kept) => {
                 assert!(
-                    !self_check() || parse(&object.metadata).is_ok_and(|parsed| parsed == model),
+                    !self_check()
+                        || parse(&object.metadata).is_ok_and(|parsed| parsed == kept.model),
                     "the kept model of {} differs from its document's",
                     object.metadata_location
                 );
-                Ok(model)
+                Ok(kept)
             }
-            None => parse(&object.metadata),
+            None => parse(&object.metadata).map(|model| Kept {
+                model,
+                properties: None,
+            }),
         }
     }
 }
@@ -97,7 +120,7 @@ impl<T> Inner<T> {
     /// Takes the entry at `location` out, keeping `bytes` the sum of what stays.
     fn remove(&mut self, location: &str) -> Option<Entry<T>> {
         let entry = self.entries.remove(location)?;
-        self.bytes -= entry.len;
+        self.bytes -= entry.cost;
         Some(entry)
     }
 }
@@ -105,6 +128,8 @@ impl<T> Inner<T> {
 struct Entry<T> {
     len: usize,
     hash: u64,
+    /// What the entry counts against the budget: the document's length and `extra`.
+    cost: usize,
     model: T,
 }
 
@@ -137,21 +162,24 @@ impl<T> ParsedCache<T> {
         model
     }
 
-    /// Keeps `model`, the parsed form of `document` as written to `location`.
-    pub(super) fn put(&self, location: &str, document: &str, model: T) {
-        if self.budget == 0 || document.len() > self.budget {
+    /// Keeps `model`, the parsed form of `document` as written to `location`, with
+    /// `extra` bytes more than the document held beside it.
+    pub(super) fn put(&self, location: &str, document: &str, model: T, extra: usize) {
+        let cost = document.len() + extra;
+        if self.budget == 0 || cost > self.budget {
             return;
         }
         let entry = Entry {
             len: document.len(),
             hash: fold_words(&[document.as_bytes()]),
+            cost,
             model,
         };
         let mut evicted = Vec::new();
         {
             let mut inner = self.lock();
             evicted.extend(inner.remove(location));
-            inner.bytes += entry.len;
+            inner.bytes += entry.cost;
             inner.entries.insert(location.to_string(), entry);
             while inner.bytes > self.budget {
                 let Some(key) = inner.entries.keys().find(|k| *k != location).cloned() else {
@@ -189,14 +217,14 @@ mod tests {
     #[test]
     fn a_model_is_taken_once_and_only_for_its_own_document() {
         let cache = ParsedCache::new(1 << 20);
-        cache.put("s3://b/t/metadata/1-a.metadata.json", "{\"a\":1}", 1);
+        cache.put("s3://b/t/metadata/1-a.metadata.json", "{\"a\":1}", 1, 0);
         // Another document at the same location: a miss, and the entry is gone.
         assert_eq!(
             cache.take("s3://b/t/metadata/1-a.metadata.json", "{\"a\":2}"),
             None
         );
         assert_eq!(cache.held(), (0, 0));
-        cache.put("s3://b/t/metadata/1-a.metadata.json", "{\"a\":1}", 1);
+        cache.put("s3://b/t/metadata/1-a.metadata.json", "{\"a\":1}", 1, 0);
         assert_eq!(
             cache.take("s3://b/t/metadata/2-b.metadata.json", "{\"a\":1}"),
             None
@@ -215,7 +243,7 @@ mod tests {
     #[test]
     fn same_length_documents_are_told_apart_by_hash() {
         let cache = ParsedCache::new(1 << 20);
-        cache.put("l", "{\"k\":\"abcdefgh\"}", 1);
+        cache.put("l", "{\"k\":\"abcdefgh\"}", 1, 0);
         assert_eq!(cache.take("l", "{\"k\":\"abcdefgi\"}"), None);
     }
 
@@ -224,31 +252,34 @@ mod tests {
         let cache = ParsedCache::new(100);
         let doc = "x".repeat(30);
         for i in 0..10 {
-            cache.put(&format!("loc-{i}"), &doc, i);
+            cache.put(&format!("loc-{i}"), &doc, i, 0);
             let (entries, bytes) = cache.held();
             assert!(bytes <= 100, "{bytes} bytes held");
             assert_eq!(bytes, entries * 30);
         }
         assert_eq!(cache.take("loc-9", &doc), Some(9));
         // A document larger than the whole budget is not kept, and evicts nothing.
-        cache.put("big", &"y".repeat(101), 99);
+        cache.put("big", &"y".repeat(101), 99, 0);
+        // What is kept beside a model counts too.
+        cache.put("big-extra", &"y".repeat(60), 98, 41);
+        assert_eq!(cache.take("big-extra", &"y".repeat(60)), None);
         assert_eq!(cache.take("big", &"y".repeat(101)), None);
         assert_eq!(cache.held().0, 2);
         // Putting the same location twice counts it once.
-        cache.put("loc-x", &doc, 1);
-        cache.put("loc-x", &doc, 2);
+        cache.put("loc-x", &doc, 1, 0);
+        cache.put("loc-x", &doc, 2, 0);
         assert_eq!(cache.take("loc-x", &doc), Some(2));
     }
 
     #[test]
     fn forget_and_a_zero_budget_keep_nothing() {
         let cache = ParsedCache::new(1 << 20);
-        cache.put("l", "{}", 1);
+        cache.put("l", "{}", 1, 0);
         cache.forget("l");
         assert_eq!(cache.held(), (0, 0));
         assert_eq!(cache.take("l", "{}"), None);
         let off = ParsedCache::new(0);
-        off.put("l", "{}", 1);
+        off.put("l", "{}", 1, 0);
         assert_eq!(off.take("l", "{}"), None);
     }
 }

@@ -11,8 +11,8 @@ use iceberg::{TableRequirement, TableUpdate};
 use serde::Deserialize;
 
 use super::commit::{
-    apply_table_updates, check_table_requirements, metadata_json, next_metadata_file,
-    table_metadata_from_updates,
+    apply_table_updates, check_table_requirements, metadata_json, metadata_json_with,
+    next_metadata_file, properties_text, table_metadata_from_updates, table_property_keys,
 };
 use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
@@ -21,7 +21,7 @@ use super::namespaces::namespace_missing;
 use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
 pub use super::outcome::LoadedTable;
 use super::pagination::{ListRequest, Listed};
-use super::parsed::Model;
+use super::parsed::{Kept, Model};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
@@ -377,59 +377,81 @@ impl Catalog {
     ) -> CatalogResult<Option<Prepared>> {
         let ident = &change.ident;
         let creating = change.requirements.contains(&TableRequirement::NotExist);
-        let (metadata, expected, previous_location, snapshots_before) = match current {
-            Some(object) if object.kind == ObjectKind::View => {
-                return Err(if creating {
-                    object_exists(ObjectKind::Table, ObjectKind::View, ident)
-                } else {
-                    object_missing(ObjectKind::Table, ident)
-                });
-            }
-            None if !creating => return Err(object_missing(ObjectKind::Table, ident)),
-            None => (
-                self.prepare_table_create(record, change).await?,
-                None,
-                None,
-                HashSet::new(),
-            ),
-            Some(object) => {
-                let base = self.parsed.base(
-                    &object,
-                    |m| match m {
-                        Model::Table(m) => Some(*m),
-                        _ => None,
-                    },
-                    parse_metadata,
-                )?;
-                let previous_location = base.location().to_string();
-                let snapshots_before: HashSet<i64> =
-                    base.snapshots().map(|s| s.snapshot_id()).collect();
-                let checked = check_table_requirements(&change.requirements, Some(&base));
-                if checked.is_err() || change.updates.is_empty() {
-                    // Unchanged: the next commit may still start from this model.
-                    self.parsed.put(
-                        &object.metadata_location,
-                        &object.metadata,
-                        Model::Table(Box::new(base)),
-                    );
-                    checked.map_err(|e| match e {
-                        CatalogError::NotFound { .. } => object_missing(ObjectKind::Table, ident),
-                        other => other,
-                    })?;
-                    return Ok(None);
+        let (metadata, base_properties, expected, previous_location, snapshots_before) =
+            match current {
+                Some(object) if object.kind == ObjectKind::View => {
+                    return Err(if creating {
+                        object_exists(ObjectKind::Table, ObjectKind::View, ident)
+                    } else {
+                        object_missing(ObjectKind::Table, ident)
+                    });
                 }
-                let metadata =
-                    apply_table_updates(base, &object.metadata_location, change.updates.clone())?;
-                (
-                    metadata,
-                    Some(object.metadata_location),
-                    Some(previous_location),
-                    snapshots_before,
-                )
-            }
-        };
+                None if !creating => return Err(object_missing(ObjectKind::Table, ident)),
+                None => (
+                    self.prepare_table_create(record, change).await?,
+                    None,
+                    None,
+                    None,
+                    HashSet::new(),
+                ),
+                Some(object) => {
+                    let Kept {
+                        model: base,
+                        properties,
+                    } = self.parsed.base(
+                        &object,
+                        |m| match m {
+                            Model::Table(m) => Some(*m),
+                            _ => None,
+                        },
+                        parse_metadata,
+                    )?;
+                    let previous_location = base.location().to_string();
+                    let snapshots_before: HashSet<i64> =
+                        base.snapshots().map(|s| s.snapshot_id()).collect();
+                    let checked = check_table_requirements(&change.requirements, Some(&base));
+                    if checked.is_err() || change.updates.is_empty() {
+                        // Unchanged: the next commit may still start from this model.
+                        let kept = Kept {
+                            model: base,
+                            properties,
+                        };
+                        let extra = kept.extra_bytes();
+                        self.parsed.put(
+                            &object.metadata_location,
+                            &object.metadata,
+                            Model::Table(Box::new(kept)),
+                            extra,
+                        );
+                        checked.map_err(|e| match e {
+                            CatalogError::NotFound { .. } => {
+                                object_missing(ObjectKind::Table, ident)
+                            }
+                            other => other,
+                        })?;
+                        return Ok(None);
+                    }
+                    let metadata = apply_table_updates(
+                        base,
+                        &object.metadata_location,
+                        change.updates.clone(),
+                    )?;
+                    (
+                        metadata,
+                        properties,
+                        Some(object.metadata_location),
+                        Some(previous_location),
+                        snapshots_before,
+                    )
+                }
+            };
         let canonical = check_allowed(record, metadata.location())?;
         let log_len = metadata.metadata_log().len();
+        let properties = properties_text(
+            base_properties.as_ref(),
+            metadata.properties(),
+            table_property_keys(&change.updates),
+        );
         let write = ObjectWrite {
             ident: ident.clone(),
             kind: ObjectKind::Table,
@@ -439,7 +461,7 @@ impl Catalog {
                 log_len,
             ),
             expected_metadata_location: expected,
-            metadata: metadata_json(&metadata)?,
+            metadata: metadata_json_with(&metadata, properties.as_ref())?,
             location: canonical,
             check_location: previous_location.as_deref() != Some(metadata.location()),
         };
@@ -465,10 +487,16 @@ impl Catalog {
             .with("snapshots-removed", removed);
         // Not V1: its document keeps no refs, so parsing it does not give this model back.
         if metadata.format_version() != FormatVersion::V1 {
+            let kept = Kept {
+                model: metadata,
+                properties,
+            };
+            let extra = kept.extra_bytes();
             self.parsed.put(
                 &write.metadata_location,
                 &write.metadata,
-                Model::Table(Box::new(metadata)),
+                Model::Table(Box::new(kept)),
+                extra,
             );
         }
         Ok(Some(Prepared {

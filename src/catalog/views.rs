@@ -8,15 +8,15 @@ use iceberg::ViewUpdate;
 use serde::Deserialize;
 
 use super::commit::{
-    apply_view_updates, check_view_requirements, next_metadata_file, view_metadata_json,
-    ViewRequirement,
+    apply_view_updates, check_view_requirements, next_metadata_file, properties_text,
+    view_metadata_json, view_property_keys, ViewRequirement,
 };
 use super::error::{object_missing, CatalogError, CatalogResult};
 use super::locations::{check_allowed, default_location, metadata_dir};
 use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
 pub use super::outcome::LoadedView;
 use super::pagination::{ListRequest, Listed};
-use super::parsed::Model;
+use super::parsed::{Kept, Model};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
@@ -101,7 +101,7 @@ impl Catalog {
                 None,
                 0,
             ),
-            metadata: view_metadata_json(&metadata)?,
+            metadata: view_metadata_json(&metadata, None)?,
             location: canonical,
             check_location: true,
         };
@@ -155,7 +155,10 @@ impl Catalog {
                         .flatten()
                         .filter(|o| o.kind == ObjectKind::View)
                         .ok_or_else(|| object_missing(ObjectKind::View, ident))?;
-                    let base = self.parsed.base(
+                    let Kept {
+                        model: base,
+                        properties,
+                    } = self.parsed.base(
                         &object,
                         |m| match m {
                             Model::View(m) => Some(*m),
@@ -165,14 +168,24 @@ impl Catalog {
                     )?;
                     if let Err(e) = check_view_requirements(&change.requirements, &base) {
                         // Unchanged: the next commit may still start from this model.
-                        let model = Model::View(Box::new(base));
+                        let kept = Kept {
+                            model: base,
+                            properties,
+                        };
+                        let extra = kept.extra_bytes();
+                        let model = Model::View(Box::new(kept));
                         self.parsed
-                            .put(&object.metadata_location, &object.metadata, model);
+                            .put(&object.metadata_location, &object.metadata, model, extra);
                         return Err(e);
                     }
                     let log_len = base.history().len();
                     let previous_location = base.location().to_string();
                     let metadata = apply_view_updates(base, change.updates.clone())?;
+                    let properties = properties_text(
+                        properties.as_ref(),
+                        metadata.properties(),
+                        view_property_keys(&change.updates),
+                    );
                     let canonical = check_allowed(&record, metadata.location())?;
                     let write = ObjectWrite {
                         ident: ident.clone(),
@@ -183,7 +196,7 @@ impl Catalog {
                             log_len,
                         ),
                         expected_metadata_location: Some(object.metadata_location),
-                        metadata: view_metadata_json(&metadata)?,
+                        metadata: view_metadata_json(&metadata, properties.as_ref())?,
                         location: canonical,
                         check_location: previous_location != metadata.location(),
                     };
@@ -191,9 +204,14 @@ impl Catalog {
                     let event = write_event(Operation::UpdateView, &write, &uuid)
                         .with("updates", to_value(&change.updates)?)
                         .with("requirements", to_value(&change.requirements)?);
-                    let model = Model::View(Box::new(metadata));
+                    let kept = Kept {
+                        model: metadata,
+                        properties,
+                    };
+                    let extra = kept.extra_bytes();
+                    let model = Model::View(Box::new(kept));
                     self.parsed
-                        .put(&write.metadata_location, &write.metadata, model);
+                        .put(&write.metadata_location, &write.metadata, model, extra);
                     Ok(vec![Prepared {
                         write,
                         events: vec![event],
@@ -243,7 +261,7 @@ impl Catalog {
             })?;
             Ok(Registered {
                 location: metadata.location().to_string(),
-                metadata: view_metadata_json(&metadata)?,
+                metadata: view_metadata_json(&metadata, None)?,
                 uuid: metadata.uuid().to_string(),
             })
         };

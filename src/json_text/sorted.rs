@@ -24,8 +24,22 @@ use super::push_str;
 /// by (stably; a missing or non-integer field counts as 0).
 pub type ListOrder<'a> = (&'a str, &'a [&'a str]);
 
+/// For a top-level field: its key, and the JSON text written for its value instead of
+/// serialising it (which the caller vouches is the text it would give).
+pub type RawField<'a> = (&'a str, &'a str);
+
 /// `value` as JSON text, objects' keys sorted, the top-level `lists` ordered.
 pub fn to_string<T: Serialize + ?Sized>(value: &T, lists: &[ListOrder]) -> Result<String, Error> {
+    to_string_with(value, lists, &[])
+}
+
+/// As [`to_string`], with the values of the top-level fields `raw` names written as the
+/// text it gives.
+pub fn to_string_with<T: Serialize + ?Sized>(
+    value: &T,
+    lists: &[ListOrder],
+    raw: &[RawField],
+) -> Result<String, Error> {
     let mut buffers = Buffers {
         out: Vec::with_capacity(16 * 1024),
         keys: String::new(),
@@ -35,6 +49,7 @@ pub fn to_string<T: Serialize + ?Sized>(value: &T, lists: &[ListOrder]) -> Resul
     value.serialize(Writer {
         b: &mut buffers,
         lists,
+        raw,
         order_by: None,
     })?;
     Ok(String::from_utf8(buffers.out).expect("JSON text is UTF-8"))
@@ -71,6 +86,8 @@ struct Writer<'a, 'l> {
     b: &'a mut Buffers,
     /// The list orders, at the top level only.
     lists: &'l [ListOrder<'l>],
+    /// The fields written as given, at the top level only.
+    raw: &'l [RawField<'l>],
     /// This value, an array, is ordered by these fields.
     order_by: Option<&'l [&'l str]>,
 }
@@ -90,6 +107,7 @@ impl<'a, 'l> Writer<'a, 'l> {
             in_order: true,
             b: self.b,
             lists: self.lists,
+            raw: self.raw,
         }
     }
 }
@@ -97,6 +115,7 @@ impl<'a, 'l> Writer<'a, 'l> {
 struct Object<'a, 'l> {
     b: &'a mut Buffers,
     lists: &'l [ListOrder<'l>],
+    raw: &'l [RawField<'l>],
     /// Just past the `{`.
     start: usize,
     /// This object's first entry and key on the shared stacks.
@@ -128,6 +147,12 @@ impl<'a> Object<'a, '_> {
     fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         let index = self.b.entries.len() - 1;
         let key = self.b.entries[index].key;
+        let key_text = &self.b.keys[key.0..key.1];
+        if let Some((_, text)) = self.raw.iter().find(|(field, _)| *field == key_text) {
+            self.b.out.extend_from_slice(text.as_bytes());
+            self.b.entries[index].text.1 = self.b.out.len();
+            return Ok(());
+        }
         let order_by = self
             .lists
             .iter()
@@ -136,6 +161,7 @@ impl<'a> Object<'a, '_> {
         value.serialize(Writer {
             b: &mut *self.b,
             lists: &[],
+            raw: &[],
             order_by,
         })?;
         self.b.entries[index].text.1 = self.b.out.len();
@@ -202,6 +228,7 @@ impl<'a> Array<'a, '_> {
         value.serialize(Writer {
             b: &mut *self.b,
             lists: &[],
+            raw: &[],
             order_by: None,
         })?;
         if self.order_by.is_some() {
@@ -768,6 +795,22 @@ mod tests {
         ];
         assert_eq!(to_string(&doc, &lists).unwrap(), via_value(&doc, &lists));
         assert_eq!(to_string(&doc, &[]).unwrap(), via_value(&doc, &[]));
+    }
+
+    #[test]
+    fn raw_fields_are_written_as_given_at_the_top_level_only() {
+        let doc = json!({"b": {"p": {"y": "1", "x": "2"}}, "p": {"z": "1", "a": "2"}, "a": 1});
+        let raw = [("p", "{\"given\":\"1\"}")];
+        assert_eq!(
+            to_string_with(&doc, &[], &raw).unwrap(),
+            r#"{"a":1,"b":{"p":{"x":"2","y":"1"}},"p":{"given":"1"}}"#
+        );
+        // A raw field the value does not have changes nothing.
+        let absent = [("q", "null")];
+        assert_eq!(
+            to_string_with(&doc, &[], &absent).unwrap(),
+            to_string(&doc, &[]).unwrap()
+        );
     }
 
     #[test]
