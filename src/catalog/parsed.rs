@@ -65,10 +65,14 @@ pub(super) struct Kept<M> {
     pub(super) properties: Option<MapText>,
 }
 
-impl<M> Kept<M> {
+impl Model {
     /// Bytes beyond the document's that the entry holds, for the budget.
-    pub(super) fn extra_bytes(&self) -> usize {
-        self.properties.as_ref().map_or(0, MapText::size)
+    fn extra_bytes(&self) -> usize {
+        let properties = match self {
+            Model::Table(kept) => &kept.properties,
+            Model::View(kept) => &kept.properties,
+        };
+        properties.as_ref().map_or(0, MapText::size)
     }
 }
 
@@ -101,6 +105,13 @@ impl ParsedCache<Model> {
                 properties: None,
             }),
         }
+    }
+
+    /// Keeps `model`, the parsed form of `document` as written to `location`, counting
+    /// the properties' text it holds too.
+    pub(super) fn keep(&self, location: &str, document: &str, model: Model) {
+        let extra = model.extra_bytes();
+        self.put(location, document, model, extra);
     }
 }
 

@@ -416,12 +416,10 @@ impl Catalog {
                             model: base,
                             properties,
                         };
-                        let extra = kept.extra_bytes();
-                        self.parsed.put(
+                        self.parsed.keep(
                             &object.metadata_location,
                             &object.metadata,
                             Model::Table(Box::new(kept)),
-                            extra,
                         );
                         checked.map_err(|e| match e {
                             CatalogError::NotFound { .. } => {
@@ -491,12 +489,10 @@ impl Catalog {
                 model: metadata,
                 properties,
             };
-            let extra = kept.extra_bytes();
-            self.parsed.put(
+            self.parsed.keep(
                 &write.metadata_location,
                 &write.metadata,
                 Model::Table(Box::new(kept)),
-                extra,
             );
         }
         Ok(Some(Prepared {

@@ -168,14 +168,12 @@ impl Catalog {
                     )?;
                     if let Err(e) = check_view_requirements(&change.requirements, &base) {
                         // Unchanged: the next commit may still start from this model.
-                        let kept = Kept {
+                        let model = Model::View(Box::new(Kept {
                             model: base,
                             properties,
-                        };
-                        let extra = kept.extra_bytes();
-                        let model = Model::View(Box::new(kept));
+                        }));
                         self.parsed
-                            .put(&object.metadata_location, &object.metadata, model, extra);
+                            .keep(&object.metadata_location, &object.metadata, model);
                         return Err(e);
                     }
                     let log_len = base.history().len();
@@ -204,14 +202,12 @@ impl Catalog {
                     let event = write_event(Operation::UpdateView, &write, &uuid)
                         .with("updates", to_value(&change.updates)?)
                         .with("requirements", to_value(&change.requirements)?);
-                    let kept = Kept {
+                    let model = Model::View(Box::new(Kept {
                         model: metadata,
                         properties,
-                    };
-                    let extra = kept.extra_bytes();
-                    let model = Model::View(Box::new(kept));
+                    }));
                     self.parsed
-                        .put(&write.metadata_location, &write.metadata, model, extra);
+                        .keep(&write.metadata_location, &write.metadata, model);
                     Ok(vec![Prepared {
                         write,
                         events: vec![event],
