@@ -15,13 +15,17 @@ pub mod sorted;
 
 pub use map_text::MapText;
 
+/// Whether `text` needs an escape as a JSON string: exactly what serde_json escapes,
+/// control characters, `"` and `\`.
+pub fn needs_escape(text: &str) -> bool {
+    text.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    })
+}
+
 /// Appends `text` as a JSON string.
 pub fn push_str(out: &mut Vec<u8>, text: &str) {
-    // Exactly what serde_json escapes: control characters, `"` and `\`.
-    let needs_escape = text.bytes().fold(false, |any, b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if needs_escape {
+    if needs_escape(text) {
         // Writing to memory cannot fail, and a string always serialises.
         serde_json::to_writer(&mut *out, text).expect("serialising to memory");
     } else {

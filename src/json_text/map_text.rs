@@ -38,12 +38,9 @@ impl Span {
     }
 }
 
-/// Whether `text` is written as it is between quotes (what `json_text::push_str`
-/// escapes: control characters, `"` and `\`).
+/// Whether `text` is written as it is between quotes.
 fn plain(text: &str) -> bool {
-    !text.bytes().fold(false, |any, b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    })
+    !super::needs_escape(text)
 }
 
 impl MapText {
