@@ -280,36 +280,34 @@ pub fn properties_text<'k>(
 
 /// The property keys table updates set or remove (the only updates that change them).
 pub fn table_property_keys(updates: &[TableUpdate]) -> impl Iterator<Item = &str> {
-    updates
-        .iter()
-        .flat_map(|update| -> Box<dyn Iterator<Item = &str> + '_> {
-            match update {
-                TableUpdate::SetProperties { updates } => {
-                    Box::new(updates.keys().map(String::as_str))
-                }
-                TableUpdate::RemoveProperties { removals } => {
-                    Box::new(removals.iter().map(String::as_str))
-                }
-                _ => Box::new(std::iter::empty()),
-            }
-        })
+    property_keys(updates, |update| match update {
+        TableUpdate::SetProperties { updates } => (Some(updates), &[]),
+        TableUpdate::RemoveProperties { removals } => (None, removals),
+        _ => (None, &[]),
+    })
 }
 
 /// The property keys view updates set or remove (the only updates that change them).
 pub fn view_property_keys(updates: &[ViewUpdate]) -> impl Iterator<Item = &str> {
-    updates
-        .iter()
-        .flat_map(|update| -> Box<dyn Iterator<Item = &str> + '_> {
-            match update {
-                ViewUpdate::SetProperties { updates } => {
-                    Box::new(updates.keys().map(String::as_str))
-                }
-                ViewUpdate::RemoveProperties { removals } => {
-                    Box::new(removals.iter().map(String::as_str))
-                }
-                _ => Box::new(std::iter::empty()),
-            }
-        })
+    property_keys(updates, |update| match update {
+        ViewUpdate::SetProperties { updates } => (Some(updates), &[]),
+        ViewUpdate::RemoveProperties { removals } => (None, removals),
+        _ => (None, &[]),
+    })
+}
+
+/// The keys `updates` set or remove, given what each one sets and removes.
+fn property_keys<'a, U>(
+    updates: &'a [U],
+    changes: impl Fn(&'a U) -> (Option<&'a HashMap<String, String>>, &'a [String]),
+) -> impl Iterator<Item = &'a str> {
+    updates.iter().flat_map(move |update| {
+        let (set, removed) = changes(update);
+        set.into_iter()
+            .flat_map(HashMap::keys)
+            .chain(removed)
+            .map(String::as_str)
+    })
 }
 
 /// A view's metadata as iceberg-rust serialises it (format 1, the fields of its
@@ -662,6 +660,26 @@ mod tests {
             let parsed: ViewMetadata = serde_json::from_str(&doc).unwrap();
             assert_eq!(parsed, md, "after {step}");
         }
+    }
+
+    #[test]
+    fn property_keys_are_those_set_or_removed() {
+        let table: Vec<TableUpdate> = serde_json::from_value(serde_json::json!([
+            {"action": "set-properties", "updates": {"b": "1", "a": "2"}},
+            {"action": "set-location", "location": "file:///tmp/t"},
+            {"action": "remove-properties", "removals": ["c", "a"]},
+        ]))
+        .unwrap();
+        let mut keys: Vec<&str> = table_property_keys(&table).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["a", "a", "b", "c"]);
+        let view: Vec<ViewUpdate> = serde_json::from_value(serde_json::json!([
+            {"action": "remove-properties", "removals": ["x"]},
+            {"action": "set-location", "location": "file:///tmp/v"},
+            {"action": "set-properties", "updates": {"y": "1"}},
+        ]))
+        .unwrap();
+        assert_eq!(view_property_keys(&view).collect::<Vec<_>>(), ["x", "y"]);
     }
 
     #[test]
