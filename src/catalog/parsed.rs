@@ -66,6 +66,22 @@ pub(super) struct Kept<M> {
 }
 
 impl Model {
+    /// The kept table, if this is one.
+    pub(super) fn into_table(self) -> Option<Kept<TableMetadata>> {
+        match self {
+            Model::Table(kept) => Some(*kept),
+            Model::View(_) => None,
+        }
+    }
+
+    /// The kept view, if this is one.
+    pub(super) fn into_view(self) -> Option<Kept<ViewMetadata>> {
+        match self {
+            Model::View(kept) => Some(*kept),
+            Model::Table(_) => None,
+        }
+    }
+
     /// Bytes beyond the document's that the entry holds, for the budget.
     fn extra_bytes(&self) -> usize {
         let properties = match self {

@@ -398,14 +398,9 @@ impl Catalog {
                     let Kept {
                         model: base,
                         properties,
-                    } = self.parsed.base(
-                        &object,
-                        |m| match m {
-                            Model::Table(m) => Some(*m),
-                            _ => None,
-                        },
-                        parse_metadata,
-                    )?;
+                    } = self
+                        .parsed
+                        .base(&object, Model::into_table, parse_metadata)?;
                     let previous_location = base.location().to_string();
                     let snapshots_before: HashSet<i64> =
                         base.snapshots().map(|s| s.snapshot_id()).collect();

@@ -158,14 +158,9 @@ impl Catalog {
                     let Kept {
                         model: base,
                         properties,
-                    } = self.parsed.base(
-                        &object,
-                        |m| match m {
-                            Model::View(m) => Some(*m),
-                            _ => None,
-                        },
-                        parse_view_metadata,
-                    )?;
+                    } = self
+                        .parsed
+                        .base(&object, Model::into_view, parse_view_metadata)?;
                     if let Err(e) = check_view_requirements(&change.requirements, &base) {
                         // Unchanged: the next commit may still start from this model.
                         let model = Model::View(Box::new(Kept {
