@@ -10,9 +10,11 @@
 
 use serde_json::Value;
 
+pub mod fields;
 pub mod map_text;
 pub mod sorted;
 
+pub use fields::Fields;
 pub use map_text::MapText;
 
 /// Whether `text` needs an escape as a JSON string: exactly what serde_json escapes,

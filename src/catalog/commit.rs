@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use uuid::Uuid;
 
 use super::error::{CatalogError, CatalogResult, Missing};
-use crate::json_text::MapText;
+use crate::json_text::{Fields, MapText};
 
 /// Checks every requirement against the current metadata (`None`: the table does not
 /// exist). The first failure becomes a `CommitFailed` with Java's wording.
@@ -240,16 +240,26 @@ pub fn metadata_json_with<T: Serialize>(
     metadata: &T,
     properties: Option<&MapText>,
 ) -> CatalogResult<String> {
+    metadata_document(metadata, properties).map(|(text, _)| text)
+}
+
+/// As [`metadata_json_with`], and where the document's top-level fields lie, for the
+/// next commit to splice ([`table_document_spliced`]).
+pub fn metadata_document<T: Serialize>(
+    metadata: &T,
+    properties: Option<&MapText>,
+) -> CatalogResult<(String, Option<Fields>)> {
     let raw = properties.map(|p| ("properties", p.as_str()));
-    let text = crate::json_text::sorted::to_string_with(metadata, &METADATA_LISTS, raw.as_slice())
-        .map_err(CatalogError::internal)?;
+    let (text, fields) =
+        crate::json_text::sorted::to_document(metadata, &METADATA_LISTS, raw.as_slice())
+            .map_err(CatalogError::internal)?;
     // Straight to text, as the `Value` tree (sorted maps) it replaced wrote it: with the
     // self-check on (debug builds, the test suites' servers) every document is compared,
     // and so every properties text used.
     if super::parsed::self_check() {
         assert_eq!(text, metadata_json_via_value(metadata)?);
     }
-    Ok(text)
+    Ok((text, fields))
 }
 
 /// A view's metadata document, written as [`metadata_json_with`] writes it. With the
@@ -258,11 +268,109 @@ pub fn view_metadata_json(
     metadata: &ViewMetadata,
     properties: Option<&MapText>,
 ) -> CatalogResult<String> {
-    let text = metadata_json_with(&ViewDocument(metadata), properties)?;
+    view_metadata_document(metadata, properties).map(|(text, _)| text)
+}
+
+/// As [`view_metadata_json`], and where the document's top-level fields lie.
+pub fn view_metadata_document(
+    metadata: &ViewMetadata,
+    properties: Option<&MapText>,
+) -> CatalogResult<(String, Option<Fields>)> {
+    let document = metadata_document(&ViewDocument(metadata), properties)?;
     if super::parsed::self_check() {
-        assert_eq!(text, metadata_json_via_value(metadata)?);
+        assert_eq!(document.0, metadata_json_via_value(metadata)?);
     }
-    Ok(text)
+    Ok(document)
+}
+
+/// The document of a table commit whose updates only set or remove properties, written
+/// from its base document's text (`base`, whose top-level fields are `base_fields`): of
+/// the fields, such a commit changes only `properties`, `last-updated-ms` and
+/// `metadata-log`, written here from `metadata` (the properties as their text,
+/// `properties`); the others are copied. In iceberg-rust 0.10.1, `set_properties` and
+/// `remove_properties` change only the map, and `build` then sets the time, logs the
+/// previous file and trims the log (its snapshot log is rebuilt only after snapshot
+/// changes; the default spec is bound again to the same schema). `None` when the updates
+/// do anything else, or the properties' text is not at hand: the document is then written
+/// whole. With the self-check on, every document spliced is compared with the `Value`
+/// path's.
+pub fn table_document_spliced(
+    base: &str,
+    base_fields: &Fields,
+    metadata: &TableMetadata,
+    updates: &[TableUpdate],
+    properties: Option<&MapText>,
+) -> CatalogResult<Option<(String, Fields)>> {
+    let only_properties = updates.iter().all(|u| {
+        matches!(
+            u,
+            TableUpdate::SetProperties { .. } | TableUpdate::RemoveProperties { .. }
+        )
+    });
+    // V1 documents write other fields (and `parsed` keeps no V1 model to splice from).
+    if !only_properties || metadata.format_version() == FormatVersion::V1 {
+        return Ok(None);
+    }
+    // Empty lists and maps are left out of the document, as iceberg-rust writes it.
+    let properties = match (metadata.properties().is_empty(), properties) {
+        (true, _) => None,
+        (false, Some(text)) => Some(text.as_str()),
+        (false, None) => return Ok(None),
+    };
+    let log = match metadata.metadata_log() {
+        [] => None,
+        log => Some(crate::json_text::sorted::to_string(log, &[]).map_err(CatalogError::internal)?),
+    };
+    let mut time = itoa::Buffer::new();
+    let changes = [
+        (
+            "last-updated-ms",
+            Some(time.format(metadata.last_updated_ms())),
+        ),
+        ("metadata-log", log.as_deref()),
+        ("properties", properties),
+    ];
+    let spliced = base_fields.splice(base, &changes);
+    if let Some((text, _)) = &spliced {
+        if super::parsed::self_check() {
+            assert_eq!(*text, metadata_json_via_value(metadata)?);
+        }
+    }
+    Ok(spliced)
+}
+
+/// As [`table_document_spliced`], for a view: a view commit that only sets or removes
+/// properties changes only its `properties`, unless a smaller
+/// `version.history.num-entries` drops versions. So the splice is used only when the view
+/// kept its `versions` and `history` lengths (as the base had them) and current version.
+pub fn view_document_spliced(
+    base: &str,
+    base_fields: &Fields,
+    (versions, history, current): (usize, usize, i32),
+    metadata: &ViewMetadata,
+    updates: &[ViewUpdate],
+    properties: Option<&MapText>,
+) -> CatalogResult<Option<(String, Fields)>> {
+    let only_properties = updates.iter().all(|u| {
+        matches!(
+            u,
+            ViewUpdate::SetProperties { .. } | ViewUpdate::RemoveProperties { .. }
+        )
+    });
+    let unchanged = metadata.versions().len() == versions
+        && metadata.history().len() == history
+        && metadata.current_version_id() == current;
+    let Some(properties) = properties.filter(|_| only_properties && unchanged) else {
+        return Ok(None);
+    };
+    // A view's document always writes its properties, even none (`ViewDocument`).
+    let spliced = base_fields.splice(base, &[("properties", Some(properties.as_str()))]);
+    if let Some((text, _)) = &spliced {
+        if super::parsed::self_check() {
+            assert_eq!(*text, metadata_json_via_value(metadata)?);
+        }
+    }
+    Ok(spliced)
 }
 
 /// The text of `properties`, a commit's new properties, for its document: `base`'s (the
@@ -660,6 +768,179 @@ mod tests {
             let parsed: ViewMetadata = serde_json::from_str(&doc).unwrap();
             assert_eq!(parsed, md, "after {step}");
         }
+    }
+
+    /// Applies `steps` (one commit each) from `md`, writing each document by splicing the
+    /// one before where it can; checks each against the document written whole. Gives
+    /// which steps were spliced.
+    fn splice_table_chain(mut md: TableMetadata, steps: &[serde_json::Value]) -> Vec<bool> {
+        let mut properties = properties_text(None, md.properties(), []);
+        let (mut doc, fields) = metadata_document(&md, properties.as_ref()).unwrap();
+        let mut fields = fields.expect("a table document is an object");
+        let mut spliced = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            let updates: Vec<TableUpdate> = serde_json::from_value(step.clone()).unwrap();
+            md = apply_table_updates(
+                md,
+                &format!("file:///tmp/t/metadata/{i}.json"),
+                updates.clone(),
+            )
+            .unwrap_or_else(|e| panic!("{step}: {e}"));
+            properties = properties_text(
+                properties.as_ref(),
+                md.properties(),
+                table_property_keys(&updates),
+            );
+            let whole = metadata_document(&md, properties.as_ref()).unwrap();
+            match table_document_spliced(&doc, &fields, &md, &updates, properties.as_ref()).unwrap()
+            {
+                Some((text, new_fields)) => {
+                    assert_eq!(text, whole.0, "after {step}");
+                    assert_eq!(Some(&new_fields), whole.1.as_ref(), "after {step}");
+                    (doc, fields) = (text, new_fields);
+                    spliced.push(true);
+                }
+                None => {
+                    (doc, fields) = (whole.0, whole.1.unwrap());
+                    spliced.push(false);
+                }
+            }
+            let parsed: TableMetadata = serde_json::from_str(&doc).unwrap();
+            assert_eq!(parsed, md, "after {step}");
+        }
+        spliced
+    }
+
+    #[test]
+    fn property_only_table_commits_splice_their_base_document() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - 1_000;
+        for version in [FormatVersion::V2, FormatVersion::V3] {
+            let v3 = version == FormatVersion::V3;
+            let md = table_metadata_from_updates(
+                vec![
+                    TableUpdate::UpgradeFormatVersion {
+                        format_version: version,
+                    },
+                    TableUpdate::AddSchema { schema: schema() },
+                ],
+                || Ok("file:///tmp/t".into()),
+            )
+            .unwrap();
+            let mut snapshot = serde_json::json!({"snapshot-id": 1, "timestamp-ms": now,
+                "sequence-number": 1, "manifest-list": "file:///tmp/t/metadata/snap-1.avro",
+                "summary": {"operation": "append"}, "schema-id": 0});
+            if v3 {
+                snapshot["first-row-id"] = 0.into();
+                snapshot["added-rows"] = 10.into();
+            }
+            let set = |updates: serde_json::Value| serde_json::json!([{"action": "set-properties", "updates": updates}]);
+            let steps = [
+                // From no properties (the field is left out) to some.
+                set(serde_json::json!({"b": "1", "a": "2"})),
+                serde_json::json!([{"action": "add-snapshot", "snapshot": snapshot},
+                    {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch",
+                     "snapshot-id": 1}]),
+                set(serde_json::json!({"c": "3"})),
+                // A shorter metadata log: the oldest entries go.
+                set(serde_json::json!({"write.metadata.previous-versions-max": "2"})),
+                serde_json::json!([{"action": "remove-properties", "removals": ["a", "zz"]}]),
+                // Both kinds in one commit, and a key that needs an escape.
+                serde_json::json!([{"action": "set-properties", "updates": {"q\"uote": "x"}},
+                    {"action": "remove-properties", "removals": ["b"]}]),
+                serde_json::json!([{"action": "remove-properties", "removals": ["q\"uote"]}]),
+                // Back to no properties: the field is left out again.
+                serde_json::json!([{"action": "remove-properties",
+                    "removals": ["c", "write.metadata.previous-versions-max"]}]),
+                set(serde_json::json!({"d": "4"})),
+                // A commit that does more than properties is written whole.
+                serde_json::json!([{"action": "set-properties", "updates": {"e": "5"}},
+                    {"action": "set-location", "location": "file:///tmp/t2"}]),
+                set(serde_json::json!({"f": "6"})),
+            ];
+            let spliced = splice_table_chain(md, &steps);
+            // A map with a key that needs an escape has no properties' text, so the commit
+            // that sets it is written whole; once it is gone, the map's text is written anew.
+            assert_eq!(
+                spliced,
+                [true, false, true, true, true, false, true, true, true, false, true],
+                "{version:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn property_only_view_commits_splice_their_base_document() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let version = |id: i64, sql: &str| {
+            serde_json::json!({"version-id": id, "schema-id": 0, "timestamp-ms": now + id,
+                "summary": {"engine-name": "spark"}, "default-namespace": ["ns"],
+                "representations": [{"type": "sql", "sql": sql, "dialect": "spark"}]})
+        };
+        let mut md: ViewMetadata = serde_json::from_value(serde_json::json!({
+            "view-uuid": "fa6506c3-7681-40c8-86dc-e36561f83385", "format-version": 1,
+            "location": "file:///tmp/v", "current-version-id": 1,
+            "versions": [version(1, "select 1")],
+            "version-log": [{"version-id": 1, "timestamp-ms": now + 1}],
+            "schemas": [{"type": "struct", "schema-id": 0, "fields": [
+                {"id": 1, "name": "x", "required": false, "type": "int"}]}]
+        }))
+        .unwrap();
+        let steps = [
+            serde_json::json!([{"action": "set-properties", "updates": {"b": "1", "a": "2"}}]),
+            serde_json::json!([{"action": "add-view-version", "view-version": version(2, "select 2")},
+                {"action": "set-current-view-version", "view-version-id": -1}]),
+            serde_json::json!([{"action": "set-properties", "updates": {"c": "3"}}]),
+            // Fewer versions kept: the oldest goes, so the document is written whole.
+            serde_json::json!([{"action": "set-properties",
+                "updates": {"version.history.num-entries": "1"}}]),
+            // Every property removed: a view still writes its (empty) properties.
+            serde_json::json!([{"action": "remove-properties",
+                "removals": ["a", "b", "c", "version.history.num-entries"]}]),
+            serde_json::json!([{"action": "set-properties", "updates": {"d": "4"}}]),
+        ];
+        let mut properties = properties_text(None, md.properties(), []);
+        let (mut doc, fields) = view_metadata_document(&md, properties.as_ref()).unwrap();
+        let mut fields = fields.unwrap();
+        let mut spliced = Vec::new();
+        for step in steps {
+            let updates: Vec<ViewUpdate> = serde_json::from_value(step.clone()).unwrap();
+            let shape = (
+                md.versions().len(),
+                md.history().len(),
+                md.current_version_id(),
+            );
+            md = apply_view_updates(md, updates.clone()).unwrap_or_else(|e| panic!("{step}: {e}"));
+            properties = properties_text(
+                properties.as_ref(),
+                md.properties(),
+                view_property_keys(&updates),
+            );
+            let whole = view_metadata_document(&md, properties.as_ref()).unwrap();
+            let result =
+                view_document_spliced(&doc, &fields, shape, &md, &updates, properties.as_ref());
+            match result.unwrap() {
+                Some((text, new_fields)) => {
+                    assert_eq!(text, whole.0, "after {step}");
+                    assert_eq!(Some(&new_fields), whole.1.as_ref(), "after {step}");
+                    (doc, fields) = (text, new_fields);
+                    spliced.push(true);
+                }
+                None => {
+                    (doc, fields) = (whole.0, whole.1.unwrap());
+                    spliced.push(false);
+                }
+            }
+            let parsed: ViewMetadata = serde_json::from_str(&doc).unwrap();
+            assert_eq!(parsed, md, "after {step}");
+        }
+        assert_eq!(spliced, [true, false, true, false, true, true]);
     }
 
     #[test]

@@ -33,7 +33,7 @@ use std::sync::Mutex;
 use iceberg::spec::{TableMetadata, ViewMetadata};
 
 use super::error::CatalogResult;
-use crate::json_text::MapText;
+use crate::json_text::{Fields, MapText};
 use crate::stable_hash::fold_words;
 use crate::store::StoredObject;
 
@@ -57,12 +57,15 @@ pub(super) enum Model {
     View(Box<Kept<ViewMetadata>>),
 }
 
-/// A model, and the text its document's properties were written from (`None`: the model
-/// was parsed, or its properties need an escape), which the next commit changes instead
-/// of writing all the properties again (`json_text::map_text`).
+/// A model, the text its document's properties were written from (`None`: the model was
+/// parsed, or its properties need an escape), which the next commit changes instead of
+/// writing all the properties again (`json_text::map_text`), and where its document's
+/// top-level fields lie (`None`: parsed), which the next commit copies when it changes
+/// only properties (`json_text::fields`).
 pub(super) struct Kept<M> {
     pub(super) model: M,
     pub(super) properties: Option<MapText>,
+    pub(super) fields: Option<Fields>,
 }
 
 impl Model {
@@ -84,11 +87,11 @@ impl Model {
 
     /// Bytes beyond the document's that the entry holds, for the budget.
     fn extra_bytes(&self) -> usize {
-        let properties = match self {
-            Model::Table(kept) => &kept.properties,
-            Model::View(kept) => &kept.properties,
+        let (properties, fields) = match self {
+            Model::Table(kept) => (&kept.properties, &kept.fields),
+            Model::View(kept) => (&kept.properties, &kept.fields),
         };
-        properties.as_ref().map_or(0, MapText::size)
+        properties.as_ref().map_or(0, MapText::size) + fields.as_ref().map_or(0, Fields::size)
     }
 }
 
@@ -105,8 +108,8 @@ impl ParsedCache<Model> {
             .take(&object.metadata_location, &object.metadata)
             .and_then(kept)
         {
-            // Its properties' text is checked with every document written from it
-            // (`commit::metadata_json_with`).
+            // Its properties' text and fields are checked with every document written
+            // from them (`commit::metadata_document`, `commit::table_document_spliced`).
             Some(kept) => {
                 assert!(
                     !self_check()
@@ -119,6 +122,7 @@ impl ParsedCache<Model> {
             None => parse(&object.metadata).map(|model| Kept {
                 model,
                 properties: None,
+                fields: None,
             }),
         }
     }

@@ -11,8 +11,9 @@ use iceberg::{TableRequirement, TableUpdate};
 use serde::Deserialize;
 
 use super::commit::{
-    apply_table_updates, check_table_requirements, metadata_json, metadata_json_with,
-    next_metadata_file, properties_text, table_metadata_from_updates, table_property_keys,
+    apply_table_updates, check_table_requirements, metadata_document, metadata_json,
+    next_metadata_file, properties_text, table_document_spliced, table_metadata_from_updates,
+    table_property_keys,
 };
 use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
@@ -377,7 +378,7 @@ impl Catalog {
     ) -> CatalogResult<Option<Prepared>> {
         let ident = &change.ident;
         let creating = change.requirements.contains(&TableRequirement::NotExist);
-        let (metadata, base_properties, expected, previous_location, snapshots_before) =
+        let (metadata, base_properties, base_text, expected, previous_location, snapshots_before) =
             match current {
                 Some(object) if object.kind == ObjectKind::View => {
                     return Err(if creating {
@@ -392,12 +393,14 @@ impl Catalog {
                     None,
                     None,
                     None,
+                    None,
                     HashSet::new(),
                 ),
                 Some(object) => {
                     let Kept {
                         model: base,
                         properties,
+                        fields,
                     } = self
                         .parsed
                         .base(&object, Model::into_table, parse_metadata)?;
@@ -410,6 +413,7 @@ impl Catalog {
                         let kept = Kept {
                             model: base,
                             properties,
+                            fields,
                         };
                         self.parsed.keep(
                             &object.metadata_location,
@@ -432,6 +436,7 @@ impl Catalog {
                     (
                         metadata,
                         properties,
+                        fields.map(|fields| (object.metadata, fields)),
                         Some(object.metadata_location),
                         Some(previous_location),
                         snapshots_before,
@@ -445,6 +450,22 @@ impl Catalog {
             metadata.properties(),
             table_property_keys(&change.updates),
         );
+        // The base document's text with what a property-only commit changes, else the
+        // whole document written from the model.
+        let spliced = match &base_text {
+            Some((text, fields)) => table_document_spliced(
+                text,
+                fields,
+                &metadata,
+                &change.updates,
+                properties.as_ref(),
+            )?,
+            None => None,
+        };
+        let (document, fields) = match spliced {
+            Some((text, fields)) => (text, Some(fields)),
+            None => metadata_document(&metadata, properties.as_ref())?,
+        };
         let write = ObjectWrite {
             ident: ident.clone(),
             kind: ObjectKind::Table,
@@ -454,7 +475,7 @@ impl Catalog {
                 log_len,
             ),
             expected_metadata_location: expected,
-            metadata: metadata_json_with(&metadata, properties.as_ref())?,
+            metadata: document,
             location: canonical,
             check_location: previous_location.as_deref() != Some(metadata.location()),
         };
@@ -483,6 +504,7 @@ impl Catalog {
             let kept = Kept {
                 model: metadata,
                 properties,
+                fields,
             };
             self.parsed.keep(
                 &write.metadata_location,

@@ -9,7 +9,8 @@ use serde::Deserialize;
 
 use super::commit::{
     apply_view_updates, check_view_requirements, next_metadata_file, properties_text,
-    view_metadata_json, view_property_keys, ViewRequirement,
+    view_document_spliced, view_metadata_document, view_metadata_json, view_property_keys,
+    ViewRequirement,
 };
 use super::error::{object_missing, CatalogError, CatalogResult};
 use super::locations::{check_allowed, default_location, metadata_dir};
@@ -158,6 +159,7 @@ impl Catalog {
                     let Kept {
                         model: base,
                         properties,
+                        fields,
                     } = self
                         .parsed
                         .base(&object, Model::into_view, parse_view_metadata)?;
@@ -166,12 +168,14 @@ impl Catalog {
                         let model = Model::View(Box::new(Kept {
                             model: base,
                             properties,
+                            fields,
                         }));
                         self.parsed
                             .keep(&object.metadata_location, &object.metadata, model);
                         return Err(e);
                     }
                     let log_len = base.history().len();
+                    let shape = (base.versions().len(), log_len, base.current_version_id());
                     let previous_location = base.location().to_string();
                     let metadata = apply_view_updates(base, change.updates.clone())?;
                     let properties = properties_text(
@@ -179,6 +183,23 @@ impl Catalog {
                         metadata.properties(),
                         view_property_keys(&change.updates),
                     );
+                    // The base document's text with what a property-only commit
+                    // changes, else the whole document written from the model.
+                    let spliced = match &fields {
+                        Some(fields) => view_document_spliced(
+                            &object.metadata,
+                            fields,
+                            shape,
+                            &metadata,
+                            &change.updates,
+                            properties.as_ref(),
+                        )?,
+                        None => None,
+                    };
+                    let (document, fields) = match spliced {
+                        Some((text, fields)) => (text, Some(fields)),
+                        None => view_metadata_document(&metadata, properties.as_ref())?,
+                    };
                     let canonical = check_allowed(&record, metadata.location())?;
                     let write = ObjectWrite {
                         ident: ident.clone(),
@@ -189,7 +210,7 @@ impl Catalog {
                             log_len,
                         ),
                         expected_metadata_location: Some(object.metadata_location),
-                        metadata: view_metadata_json(&metadata, properties.as_ref())?,
+                        metadata: document,
                         location: canonical,
                         check_location: previous_location != metadata.location(),
                     };
@@ -200,6 +221,7 @@ impl Catalog {
                     let model = Model::View(Box::new(Kept {
                         model: metadata,
                         properties,
+                        fields,
                     }));
                     self.parsed
                         .keep(&write.metadata_location, &write.metadata, model);

@@ -18,6 +18,7 @@
 use serde::ser::{self, Error as _, Impossible, Serialize};
 use serde_json::Error;
 
+use super::fields::Fields;
 use super::push_str;
 
 /// For a top-level array of objects: its key, and the fields its elements are ordered
@@ -40,19 +41,35 @@ pub fn to_string_with<T: Serialize + ?Sized>(
     lists: &[ListOrder],
     raw: &[RawField],
 ) -> Result<String, Error> {
+    to_document(value, lists, raw).map(|(text, _)| text)
+}
+
+/// As [`to_string_with`], and where the top-level object's fields lie in the text (`None`
+/// when the value is not an object, or the text is over 4 GiB).
+pub fn to_document<T: Serialize + ?Sized>(
+    value: &T,
+    lists: &[ListOrder],
+    raw: &[RawField],
+) -> Result<(String, Option<Fields>), Error> {
     let mut buffers = Buffers {
         out: Vec::with_capacity(16 * 1024),
         keys: String::new(),
         entries: Vec::new(),
         scratch: Vec::new(),
+        fields: Fields::default(),
+        closed: false,
     };
     value.serialize(Writer {
         b: &mut buffers,
         lists,
         raw,
         order_by: None,
+        top: true,
     })?;
-    Ok(String::from_utf8(buffers.out).expect("JSON text is UTF-8"))
+    let text = String::from_utf8(buffers.out).expect("JSON text is UTF-8");
+    // Every span fits when the whole text does.
+    let fits = u32::try_from(text.len()).is_ok();
+    Ok((text, (buffers.closed && fits).then_some(buffers.fields)))
 }
 
 /// The text, and the stacks every open object keeps its entries on.
@@ -63,6 +80,10 @@ struct Buffers {
     entries: Vec<Entry>,
     /// Where an object's text is copied while its entries are put in order.
     scratch: Vec<u8>,
+    /// The top-level object's fields, noted when it closes.
+    fields: Fields,
+    /// Whether the top-level value was an object, and has closed.
+    closed: bool,
 }
 
 impl Buffers {
@@ -80,6 +101,8 @@ struct Entry {
     key: (usize, usize),
     /// The entry's text (`"key":value`) in `Buffers::out`.
     text: (usize, usize),
+    /// Where its value starts in `Buffers::out`.
+    value: usize,
 }
 
 struct Writer<'a, 'l> {
@@ -90,6 +113,8 @@ struct Writer<'a, 'l> {
     raw: &'l [RawField<'l>],
     /// This value, an array, is ordered by these fields.
     order_by: Option<&'l [&'l str]>,
+    /// This value is the document itself (an object's fields are then noted).
+    top: bool,
 }
 
 impl<'a, 'l> Writer<'a, 'l> {
@@ -105,6 +130,7 @@ impl<'a, 'l> Writer<'a, 'l> {
             first_entry: self.b.entries.len(),
             keys_start: self.b.keys.len(),
             in_order: true,
+            top: self.top,
             b: self.b,
             lists: self.lists,
             raw: self.raw,
@@ -123,6 +149,8 @@ struct Object<'a, 'l> {
     keys_start: usize,
     /// Every key so far greater than the one before.
     in_order: bool,
+    /// The document itself: its fields are noted in `Buffers::fields`.
+    top: bool,
 }
 
 impl<'a> Object<'a, '_> {
@@ -141,6 +169,7 @@ impl<'a> Object<'a, '_> {
         b.entries.push(Entry {
             key: (at, b.keys.len()),
             text: (text, 0),
+            value: b.out.len(),
         });
     }
 
@@ -163,6 +192,7 @@ impl<'a> Object<'a, '_> {
             lists: &[],
             raw: &[],
             order_by,
+            top: false,
         })?;
         self.b.entries[index].text.1 = self.b.out.len();
         Ok(())
@@ -178,6 +208,8 @@ impl<'a> Object<'a, '_> {
                 keys,
                 entries,
                 scratch,
+                fields,
+                closed: _,
             } = &mut *b;
             let entries = &mut entries[self.first_entry..];
             // Stable: among equal keys the last written stays last, and wins below.
@@ -198,16 +230,34 @@ impl<'a> Object<'a, '_> {
                     out.push(b',');
                 }
                 first = false;
+                let at = out.len();
                 out.extend_from_slice(
                     &scratch[entry.text.0 - self.start..entry.text.1 - self.start],
                 );
+                if self.top {
+                    note(fields, entry, at);
+                }
+            }
+        } else if self.top {
+            for entry in &b.entries[self.first_entry..] {
+                note(&mut b.fields, entry, entry.text.0);
             }
         }
+        b.closed |= self.top;
         b.out.push(b'}');
         b.entries.truncate(self.first_entry);
         b.keys.truncate(self.keys_start);
         Ok(b)
     }
+}
+
+/// Notes a top-level entry, its text now starting at `at`.
+fn note(fields: &mut Fields, entry: &Entry, at: usize) {
+    let (start, end) = entry.text;
+    let value = entry.value - start + at;
+    // `"key":` comes before the value. A span past 4 GiB is not noted, and `to_document`
+    // then gives no fields at all.
+    let _ = fields.push(at + 1..value - 2, value..end - start + at);
 }
 
 struct Array<'a, 'l> {
@@ -230,6 +280,7 @@ impl<'a> Array<'a, '_> {
             lists: &[],
             raw: &[],
             order_by: None,
+            top: false,
         })?;
         if self.order_by.is_some() {
             self.items.push((start, self.b.out.len()));
