@@ -19,6 +19,7 @@
 //! - `ceiling`: the tool's own ceiling against a static endpoint, next to wrk's.
 
 pub mod auth;
+mod body;
 pub mod ceiling;
 pub mod client;
 pub mod endpoints;

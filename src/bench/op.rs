@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 
+use super::body::{LoadedBody, NamespaceBody};
 use super::client::{self, Client, Conn, Req, Response};
 use super::stats::{Outcome, Sink};
 
@@ -32,6 +33,15 @@ impl Retry {
     };
 }
 
+/// The field a loaded document's uuid is in.
+#[derive(Debug, Clone, Copy)]
+pub enum UuidField {
+    /// `table-uuid`
+    Table,
+    /// `view-uuid`
+    View,
+}
+
 /// What a response body must hold, beyond its status.
 #[derive(Debug, Clone)]
 pub enum Check {
@@ -45,7 +55,7 @@ pub enum Check {
     /// A loaded table or view: `metadata.<uuid_field>` and `metadata.location` are
     /// present and the initial properties are as written.
     Loaded {
-        uuid_field: &'static str,
+        uuid_field: UuidField,
         initial_properties: usize,
     },
     /// A management-API catalog of this name and type INTERNAL.
@@ -211,42 +221,20 @@ fn next_page(first: &Req, response: &Response) -> Option<Req> {
     Some(req)
 }
 
-/// Whether the `InitialAttribute_*` properties are exactly the ones the dataset wrote.
-fn initial_properties_match(properties: &Value, count: usize) -> bool {
-    let Some(map) = properties.as_object() else {
-        return count == 0;
-    };
-    let mut seen = 0;
-    for (key, value) in map {
-        if let Some(i) = key.strip_prefix("InitialAttribute_") {
-            let expected = i.parse::<usize>().ok().filter(|i| *i < count);
-            if expected.is_none() || value.as_str() != Some(i) {
-                return false;
-            }
-            seen += 1;
-        }
-    }
-    seen == count
-}
-
 fn check(check: &Check, response: &Response) -> Result<(), &'static str> {
-    if matches!(check, Check::None) {
-        return Ok(());
-    }
-    let body: Value = serde_json::from_slice(&response.body).map_err(|_| "body is not JSON")?;
+    let not_json = |_| "body is not JSON";
     match check {
         Check::None => Ok(()),
         Check::Namespace {
             levels,
             initial_properties,
         } => {
-            let namespace: Option<Vec<String>> =
-                serde_json::from_value(body["namespace"].clone()).ok();
-            if namespace.as_deref() != Some(levels.as_slice()) {
+            let body: NamespaceBody = serde_json::from_slice(&response.body).map_err(not_json)?;
+            if !body.namespace.equal(levels) {
                 return Err("namespace");
             }
             match initial_properties {
-                Some(n) if !initial_properties_match(&body["properties"], *n) => Err("properties"),
+                Some(n) if !body.properties.matches(*n) => Err("properties"),
                 _ => Ok(()),
             }
         }
@@ -254,19 +242,27 @@ fn check(check: &Check, response: &Response) -> Result<(), &'static str> {
             uuid_field,
             initial_properties,
         } => {
-            let metadata = &body["metadata"];
-            if !metadata[*uuid_field].is_string() {
+            let body: LoadedBody = serde_json::from_slice(&response.body).map_err(not_json)?;
+            let Some(metadata) = body.metadata else {
+                return Err("uuid");
+            };
+            let uuid = match uuid_field {
+                UuidField::Table => &metadata.table_uuid,
+                UuidField::View => &metadata.view_uuid,
+            };
+            if uuid.0.is_none() {
                 return Err("uuid");
             }
-            if !metadata["location"].is_string() {
+            if metadata.location.0.is_none() {
                 return Err("location");
             }
-            if !initial_properties_match(&metadata["properties"], *initial_properties) {
+            if !metadata.properties.matches(*initial_properties) {
                 return Err("properties");
             }
             Ok(())
         }
         Check::Catalog { name } => {
+            let body: Value = serde_json::from_slice(&response.body).map_err(not_json)?;
             if body["type"] != "INTERNAL" || body["name"] != name.as_str() {
                 return Err("catalog");
             }
@@ -278,17 +274,59 @@ fn check(check: &Check, response: &Response) -> Result<(), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
-    fn initial_properties_must_be_exactly_the_written_ones() {
-        let written = json!({"InitialAttribute_0": "0", "InitialAttribute_1": "1", "x": "y"});
-        assert!(initial_properties_match(&written, 2));
-        assert!(!initial_properties_match(&written, 3));
-        assert!(!initial_properties_match(&written, 1));
-        let wrong = json!({"InitialAttribute_0": "1"});
-        assert!(!initial_properties_match(&wrong, 1));
-        assert!(initial_properties_match(&json!({}), 0));
+    fn checks_name_what_a_body_lacks() {
+        let response = |body: &str| Response {
+            status: 200,
+            body: bytes::Bytes::from(body.to_string()),
+        };
+        let loaded = Check::Loaded {
+            uuid_field: UuidField::View,
+            initial_properties: 1,
+        };
+        let good = r#"{"metadata": {"view-uuid": "u", "location": "l",
+            "properties": {"InitialAttribute_0": "0"}}}"#;
+        assert_eq!(check(&loaded, &response(good)), Ok(()));
+        for (body, what) in [
+            ("not json", "body is not JSON"),
+            ("{}", "uuid"),
+            (
+                r#"{"metadata": {"table-uuid": "u", "location": "l"}}"#,
+                "uuid",
+            ),
+            (r#"{"metadata": {"view-uuid": "u"}}"#, "location"),
+            (
+                r#"{"metadata": {"view-uuid": "u", "location": "l"}}"#,
+                "properties",
+            ),
+            (
+                r#"{"metadata": {"view-uuid": "u", "location": "l",
+                    "properties": {"InitialAttribute_0": "1"}}}"#,
+                "properties",
+            ),
+        ] {
+            assert_eq!(check(&loaded, &response(body)), Err(what), "{body}");
+        }
+        let namespace = Check::Namespace {
+            levels: vec!["a".into()],
+            initial_properties: Some(0),
+        };
+        assert_eq!(
+            check(&namespace, &response(r#"{"namespace": ["a"]}"#)),
+            Ok(())
+        );
+        assert_eq!(
+            check(&namespace, &response(r#"{"namespace": ["b"]}"#)),
+            Err("namespace")
+        );
+        assert_eq!(
+            check(
+                &namespace,
+                &response(r#"{"namespace": ["a"], "properties": {"InitialAttribute_0": "0"}}"#)
+            ),
+            Err("properties")
+        );
     }
 
     #[test]

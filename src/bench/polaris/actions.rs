@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 
 use super::Dataset;
 use crate::bench::client::{uri, Req};
-use crate::bench::op::{Call, Check, Retry};
+use crate::bench::op::{Call, Check, Retry, UuidField};
 use crate::bench::target::{Paths, Target};
 
 fn post(path: String, body: &Value) -> Req {
@@ -202,7 +202,7 @@ impl Actions {
             200,
         )
         .check(Check::Loaded {
-            uuid_field: "table-uuid",
+            uuid_field: UuidField::Table,
             initial_properties: self.dataset.table_properties as usize,
         })
     }
@@ -280,7 +280,7 @@ impl Actions {
             200,
         )
         .check(Check::Loaded {
-            uuid_field: "view-uuid",
+            uuid_field: UuidField::View,
             initial_properties: self.dataset.view_properties as usize,
         })
     }
