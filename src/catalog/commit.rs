@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 
 use iceberg::spec::{
-    FormatVersion, SortOrder, TableMetadata, TableMetadataBuilder, UnboundPartitionSpec,
-    ViewFormatVersion, ViewMetadata, ViewMetadataBuilder,
+    FormatVersion, MetadataLog, SortOrder, TableMetadata, TableMetadataBuilder,
+    UnboundPartitionSpec, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder,
 };
 use iceberg::{TableRequirement, TableUpdate, ViewUpdate};
 use serde::ser::SerializeStruct;
@@ -319,7 +319,7 @@ pub fn table_document_spliced(
     };
     let log = match metadata.metadata_log() {
         [] => None,
-        log => Some(crate::json_text::sorted::to_string(log, &[]).map_err(CatalogError::internal)?),
+        log => Some(metadata_log_text(log)),
     };
     let mut time = itoa::Buffer::new();
     let changes = [
@@ -337,6 +337,27 @@ pub fn table_document_spliced(
         }
     }
     Ok(spliced)
+}
+
+/// A metadata log's JSON text, as the sorted writer writes it (the entries' two fields
+/// happen to be in key order), written directly: through serde it took a tenth of a
+/// table commit in Polaris's benchmark (100 entries, the default log length).
+fn metadata_log_text(log: &[MetadataLog]) -> String {
+    let mut out = Vec::with_capacity(log.iter().map(|e| e.metadata_file.len() + 48).sum());
+    let mut number = itoa::Buffer::new();
+    out.push(b'[');
+    for (i, entry) in log.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"metadata-file\":");
+        crate::json_text::push_str(&mut out, &entry.metadata_file);
+        out.extend_from_slice(b",\"timestamp-ms\":");
+        out.extend_from_slice(number.format(entry.timestamp_ms).as_bytes());
+        out.push(b'}');
+    }
+    out.push(b']');
+    String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
 /// As [`table_document_spliced`], for a view: a view commit that only sets or removes
@@ -869,6 +890,19 @@ mod tests {
                 [true, false, true, true, true, false, true, true, true, false, true],
                 "{version:?}"
             );
+        }
+    }
+
+    #[test]
+    fn metadata_log_text_is_what_serde_writes() {
+        let log: Vec<MetadataLog> = serde_json::from_value(serde_json::json!([
+            {"metadata-file": "file:///t/metadata/1.json", "timestamp-ms": 1},
+            {"metadata-file": "s3://b/t \"q\"\\/2.json", "timestamp-ms": -2},
+        ]))
+        .unwrap();
+        for log in [&log[..0], &log[..1], &log[..]] {
+            let value = serde_json::to_value(log).unwrap();
+            assert_eq!(metadata_log_text(log), crate::json_text::to_string(&value));
         }
     }
 
