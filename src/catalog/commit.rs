@@ -360,6 +360,17 @@ fn metadata_log_text(log: &[MetadataLog]) -> String {
     String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
+/// The document `spliced` gave (a property-only commit's), else the one `whole` writes.
+pub fn spliced_or_whole(
+    spliced: Option<(String, Fields)>,
+    whole: impl FnOnce() -> CatalogResult<(String, Option<Fields>)>,
+) -> CatalogResult<(String, Option<Fields>)> {
+    match spliced {
+        Some((text, fields)) => Ok((text, Some(fields))),
+        None => whole(),
+    }
+}
+
 /// As [`table_document_spliced`], for a view: a view commit that only sets or removes
 /// properties changes only its `properties`, unless a smaller
 /// `version.history.num-entries` drops versions. So the splice is used only when the view
@@ -543,6 +554,17 @@ mod tests {
         .unwrap()
     }
 
+    /// A new table of `version` at `file:///tmp/t`.
+    fn table_of(version: FormatVersion) -> TableMetadata {
+        let updates = vec![
+            TableUpdate::UpgradeFormatVersion {
+                format_version: version,
+            },
+            TableUpdate::AddSchema { schema: schema() },
+        ];
+        table_metadata_from_updates(updates, || Ok("file:///tmp/t".into())).unwrap()
+    }
+
     #[test]
     fn create_from_updates_uses_given_location_or_default() {
         let md = table();
@@ -693,16 +715,7 @@ mod tests {
                 serde_json::json!({"action": "remove-properties", "removals": ["a"]}),
                 serde_json::json!({"action": "set-location", "location": "file:///tmp/t2"}),
             ];
-            let mut md = table_metadata_from_updates(
-                vec![
-                    TableUpdate::UpgradeFormatVersion {
-                        format_version: version,
-                    },
-                    TableUpdate::AddSchema { schema: schema() },
-                ],
-                || Ok("file:///tmp/t".into()),
-            )
-            .unwrap();
+            let mut md = table_of(version);
             let check = |md: &TableMetadata, properties: Option<&MapText>, step: &str| {
                 let doc = metadata_json(md).unwrap();
                 assert_eq!(doc, metadata_json_via_value(md).unwrap());
@@ -718,18 +731,8 @@ mod tests {
             check(&md, properties.as_ref(), "the create");
             for (i, step) in steps.into_iter().enumerate() {
                 let update: TableUpdate = serde_json::from_value(step.clone()).unwrap();
-                let updates = vec![update];
-                md = apply_table_updates(
-                    md,
-                    &format!("file:///tmp/t/metadata/{i}.json"),
-                    updates.clone(),
-                )
-                .unwrap_or_else(|e| panic!("{version:?}: {step}: {e}"));
-                properties = properties_text(
-                    properties.as_ref(),
-                    md.properties(),
-                    table_property_keys(&updates),
-                );
+                let context = format!("{version:?}: {step}");
+                (md, properties) = next_commit(md, i, &[update], properties, &context);
                 check(&md, properties.as_ref(), &step.to_string());
             }
         }
@@ -791,6 +794,44 @@ mod tests {
         }
     }
 
+    /// Commit `i` of a test's chain: `updates` applied to `md` (`context` names it if that
+    /// fails), and the properties' text carried from the commit before.
+    fn next_commit(
+        md: TableMetadata,
+        i: usize,
+        updates: &[TableUpdate],
+        properties: Option<MapText>,
+        context: &str,
+    ) -> (TableMetadata, Option<MapText>) {
+        let location = format!("file:///tmp/t/metadata/{i}.json");
+        let md = apply_table_updates(md, &location, updates.to_vec())
+            .unwrap_or_else(|e| panic!("{context}: {e}"));
+        let properties = properties_text(
+            properties.as_ref(),
+            md.properties(),
+            table_property_keys(updates),
+        );
+        (md, properties)
+    }
+
+    /// Makes a commit's document the current one: the spliced one, checked against the
+    /// one written whole, or else the whole one. Gives whether it was spliced.
+    fn take_document(
+        doc: &mut String,
+        fields: &mut Fields,
+        spliced: Option<(String, Fields)>,
+        whole: (String, Option<Fields>),
+        step: &serde_json::Value,
+    ) -> bool {
+        let was_spliced = spliced.is_some();
+        if let Some((text, new_fields)) = &spliced {
+            assert_eq!(*text, whole.0, "after {step}");
+            assert_eq!(Some(new_fields), whole.1.as_ref(), "after {step}");
+        }
+        (*doc, *fields) = spliced.unwrap_or_else(|| (whole.0, whole.1.unwrap()));
+        was_spliced
+    }
+
     /// Applies `steps` (one commit each) from `md`, writing each document by splicing the
     /// one before where it can; checks each against the document written whole. Gives
     /// which steps were spliced.
@@ -801,31 +842,16 @@ mod tests {
         let mut spliced = Vec::new();
         for (i, step) in steps.iter().enumerate() {
             let updates: Vec<TableUpdate> = serde_json::from_value(step.clone()).unwrap();
-            md = apply_table_updates(
-                md,
-                &format!("file:///tmp/t/metadata/{i}.json"),
-                updates.clone(),
-            )
-            .unwrap_or_else(|e| panic!("{step}: {e}"));
-            properties = properties_text(
-                properties.as_ref(),
-                md.properties(),
-                table_property_keys(&updates),
-            );
+            (md, properties) = next_commit(md, i, &updates, properties, &step.to_string());
             let whole = metadata_document(&md, properties.as_ref()).unwrap();
-            match table_document_spliced(&doc, &fields, &md, &updates, properties.as_ref()).unwrap()
-            {
-                Some((text, new_fields)) => {
-                    assert_eq!(text, whole.0, "after {step}");
-                    assert_eq!(Some(&new_fields), whole.1.as_ref(), "after {step}");
-                    (doc, fields) = (text, new_fields);
-                    spliced.push(true);
-                }
-                None => {
-                    (doc, fields) = (whole.0, whole.1.unwrap());
-                    spliced.push(false);
-                }
-            }
+            let result = table_document_spliced(&doc, &fields, &md, &updates, properties.as_ref());
+            spliced.push(take_document(
+                &mut doc,
+                &mut fields,
+                result.unwrap(),
+                whole,
+                step,
+            ));
             let parsed: TableMetadata = serde_json::from_str(&doc).unwrap();
             assert_eq!(parsed, md, "after {step}");
         }
@@ -841,16 +867,7 @@ mod tests {
             - 1_000;
         for version in [FormatVersion::V2, FormatVersion::V3] {
             let v3 = version == FormatVersion::V3;
-            let md = table_metadata_from_updates(
-                vec![
-                    TableUpdate::UpgradeFormatVersion {
-                        format_version: version,
-                    },
-                    TableUpdate::AddSchema { schema: schema() },
-                ],
-                || Ok("file:///tmp/t".into()),
-            )
-            .unwrap();
+            let md = table_of(version);
             let mut snapshot = serde_json::json!({"snapshot-id": 1, "timestamp-ms": now,
                 "sequence-number": 1, "manifest-list": "file:///tmp/t/metadata/snap-1.avro",
                 "summary": {"operation": "append"}, "schema-id": 0});
@@ -959,18 +976,13 @@ mod tests {
             let whole = view_metadata_document(&md, properties.as_ref()).unwrap();
             let result =
                 view_document_spliced(&doc, &fields, shape, &md, &updates, properties.as_ref());
-            match result.unwrap() {
-                Some((text, new_fields)) => {
-                    assert_eq!(text, whole.0, "after {step}");
-                    assert_eq!(Some(&new_fields), whole.1.as_ref(), "after {step}");
-                    (doc, fields) = (text, new_fields);
-                    spliced.push(true);
-                }
-                None => {
-                    (doc, fields) = (whole.0, whole.1.unwrap());
-                    spliced.push(false);
-                }
-            }
+            spliced.push(take_document(
+                &mut doc,
+                &mut fields,
+                result.unwrap(),
+                whole,
+                &step,
+            ));
             let parsed: ViewMetadata = serde_json::from_str(&doc).unwrap();
             assert_eq!(parsed, md, "after {step}");
         }

@@ -12,8 +12,8 @@ use serde::Deserialize;
 
 use super::commit::{
     apply_table_updates, check_table_requirements, metadata_document, metadata_json,
-    next_metadata_file, properties_text, table_document_spliced, table_metadata_from_updates,
-    table_property_keys,
+    next_metadata_file, properties_text, spliced_or_whole, table_document_spliced,
+    table_metadata_from_updates, table_property_keys,
 };
 use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
@@ -462,10 +462,9 @@ impl Catalog {
             )?,
             None => None,
         };
-        let (document, fields) = match spliced {
-            Some((text, fields)) => (text, Some(fields)),
-            None => metadata_document(&metadata, properties.as_ref())?,
-        };
+        let (document, fields) = spliced_or_whole(spliced, || {
+            metadata_document(&metadata, properties.as_ref())
+        })?;
         let write = ObjectWrite {
             ident: ident.clone(),
             kind: ObjectKind::Table,

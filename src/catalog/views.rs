@@ -9,8 +9,8 @@ use serde::Deserialize;
 
 use super::commit::{
     apply_view_updates, check_view_requirements, next_metadata_file, properties_text,
-    view_document_spliced, view_metadata_document, view_metadata_json, view_property_keys,
-    ViewRequirement,
+    spliced_or_whole, view_document_spliced, view_metadata_document, view_metadata_json,
+    view_property_keys, ViewRequirement,
 };
 use super::error::{object_missing, CatalogError, CatalogResult};
 use super::locations::{check_allowed, default_location, metadata_dir};
@@ -196,10 +196,9 @@ impl Catalog {
                         )?,
                         None => None,
                     };
-                    let (document, fields) = match spliced {
-                        Some((text, fields)) => (text, Some(fields)),
-                        None => view_metadata_document(&metadata, properties.as_ref())?,
-                    };
+                    let (document, fields) = spliced_or_whole(spliced, || {
+                        view_metadata_document(&metadata, properties.as_ref())
+                    })?;
                     let canonical = check_allowed(&record, metadata.location())?;
                     let write = ObjectWrite {
                         ident: ident.clone(),
