@@ -170,6 +170,13 @@ mod tests {
             None
         );
         assert_eq!(sorted::to_document(&json!("s"), &[], &[]).unwrap().1, None);
+        // Nor is a variant's object the document's top level.
+        #[derive(serde::Serialize)]
+        enum Kind {
+            Struct { a: u8 },
+        }
+        let (text, fields) = sorted::to_document(&Kind::Struct { a: 1 }, &[], &[]).unwrap();
+        assert_eq!((text.as_str(), fields), (r#"{"Struct":{"a":1}}"#, None));
     }
 
     #[test]

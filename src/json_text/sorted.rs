@@ -513,7 +513,10 @@ impl<'a, 'l> ser::Serializer for Writer<'a, 'l> {
         _: usize,
     ) -> Result<Variant<Object<'a, 'l>>, Error> {
         self.b.open_variant(variant);
-        Ok(Variant(self.object()))
+        // The object inside `{"variant":...}` is not the document's top level: its fields
+        // are not the document's, and a document that is a variant has none.
+        let inner = Writer { top: false, ..self };
+        Ok(Variant(inner.object()))
     }
 }
 
