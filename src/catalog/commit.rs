@@ -256,10 +256,17 @@ pub fn metadata_document<T: Serialize>(
     // Straight to text, as the `Value` tree (sorted maps) it replaced wrote it: with the
     // self-check on (debug builds, the test suites' servers) every document is compared,
     // and so every properties text used.
+    self_check_document(&text, metadata)?;
+    Ok((text, fields))
+}
+
+/// With the self-check on, asserts that `text` is `metadata`'s document as the `Value`
+/// path writes it.
+fn self_check_document<T: Serialize>(text: &str, metadata: &T) -> CatalogResult<()> {
     if super::parsed::self_check() {
         assert_eq!(text, metadata_json_via_value(metadata)?);
     }
-    Ok((text, fields))
+    Ok(())
 }
 
 /// A view's metadata document, written as [`metadata_json_with`] writes it. With the
@@ -277,26 +284,23 @@ pub fn view_metadata_document(
     properties: Option<&MapText>,
 ) -> CatalogResult<(String, Option<Fields>)> {
     let document = metadata_document(&ViewDocument(metadata), properties)?;
-    if super::parsed::self_check() {
-        assert_eq!(document.0, metadata_json_via_value(metadata)?);
-    }
+    self_check_document(&document.0, metadata)?;
     Ok(document)
 }
 
 /// The document of a table commit whose updates only set or remove properties, written
-/// from its base document's text (`base`, whose top-level fields are `base_fields`): of
+/// from its base document's text and that text's top-level fields (`base`): of
 /// the fields, such a commit changes only `properties`, `last-updated-ms` and
 /// `metadata-log`, written here from `metadata` (the properties as their text,
 /// `properties`); the others are copied. In iceberg-rust 0.10.1, `set_properties` and
 /// `remove_properties` change only the map, and `build` then sets the time, logs the
 /// previous file and trims the log (its snapshot log is rebuilt only after snapshot
 /// changes; the default spec is bound again to the same schema). `None` when the updates
-/// do anything else, or the properties' text is not at hand: the document is then written
-/// whole. With the self-check on, every document spliced is compared with the `Value`
+/// do anything else, or the base's or the properties' text is not at hand: the document is
+/// then written whole ([`spliced_or_whole`]). With the self-check on, every document spliced is compared with the `Value`
 /// path's.
 pub fn table_document_spliced(
-    base: &str,
-    base_fields: &Fields,
+    base: Option<(&str, &Fields)>,
     metadata: &TableMetadata,
     updates: &[TableUpdate],
     properties: Option<&MapText>,
@@ -308,9 +312,11 @@ pub fn table_document_spliced(
         )
     });
     // V1 documents write other fields (and `parsed` keeps no V1 model to splice from).
-    if !only_properties || metadata.format_version() == FormatVersion::V1 {
+    let Some((base, base_fields)) =
+        base.filter(|_| only_properties && metadata.format_version() != FormatVersion::V1)
+    else {
         return Ok(None);
-    }
+    };
     // Empty lists and maps are left out of the document, as iceberg-rust writes it.
     let properties = match (metadata.properties().is_empty(), properties) {
         (true, _) => None,
@@ -332,9 +338,7 @@ pub fn table_document_spliced(
     ];
     let spliced = base_fields.splice(base, &changes);
     if let Some((text, _)) = &spliced {
-        if super::parsed::self_check() {
-            assert_eq!(*text, metadata_json_via_value(metadata)?);
-        }
+        self_check_document(text, metadata)?;
     }
     Ok(spliced)
 }
@@ -376,8 +380,7 @@ pub fn spliced_or_whole(
 /// `version.history.num-entries` drops versions. So the splice is used only when the view
 /// kept its `versions` and `history` lengths (as the base had them) and current version.
 pub fn view_document_spliced(
-    base: &str,
-    base_fields: &Fields,
+    base: Option<(&str, &Fields)>,
     (versions, history, current): (usize, usize, i32),
     metadata: &ViewMetadata,
     updates: &[ViewUpdate],
@@ -392,15 +395,16 @@ pub fn view_document_spliced(
     let unchanged = metadata.versions().len() == versions
         && metadata.history().len() == history
         && metadata.current_version_id() == current;
-    let Some(properties) = properties.filter(|_| only_properties && unchanged) else {
+    let (Some((base, base_fields)), Some(properties)) = (base, properties) else {
         return Ok(None);
     };
+    if !only_properties || !unchanged {
+        return Ok(None);
+    }
     // A view's document always writes its properties, even none (`ViewDocument`).
     let spliced = base_fields.splice(base, &[("properties", Some(properties.as_str()))]);
     if let Some((text, _)) = &spliced {
-        if super::parsed::self_check() {
-            assert_eq!(*text, metadata_json_via_value(metadata)?);
-        }
+        self_check_document(text, metadata)?;
     }
     Ok(spliced)
 }
@@ -844,7 +848,8 @@ mod tests {
             let updates: Vec<TableUpdate> = serde_json::from_value(step.clone()).unwrap();
             (md, properties) = next_commit(md, i, &updates, properties, &step.to_string());
             let whole = metadata_document(&md, properties.as_ref()).unwrap();
-            let result = table_document_spliced(&doc, &fields, &md, &updates, properties.as_ref());
+            let base = Some((doc.as_str(), &fields));
+            let result = table_document_spliced(base, &md, &updates, properties.as_ref());
             spliced.push(take_document(
                 &mut doc,
                 &mut fields,
@@ -974,8 +979,8 @@ mod tests {
                 view_property_keys(&updates),
             );
             let whole = view_metadata_document(&md, properties.as_ref()).unwrap();
-            let result =
-                view_document_spliced(&doc, &fields, shape, &md, &updates, properties.as_ref());
+            let base = Some((doc.as_str(), &fields));
+            let result = view_document_spliced(base, shape, &md, &updates, properties.as_ref());
             spliced.push(take_document(
                 &mut doc,
                 &mut fields,

@@ -452,19 +452,13 @@ impl Catalog {
         );
         // The base document's text with what a property-only commit changes, else the
         // whole document written from the model.
-        let spliced = match &base_text {
-            Some((text, fields)) => table_document_spliced(
-                text,
-                fields,
-                &metadata,
-                &change.updates,
-                properties.as_ref(),
-            )?,
-            None => None,
-        };
-        let (document, fields) = spliced_or_whole(spliced, || {
-            metadata_document(&metadata, properties.as_ref())
-        })?;
+        let base = base_text
+            .as_ref()
+            .map(|(text, fields)| (text.as_str(), fields));
+        let (document, fields) = spliced_or_whole(
+            table_document_spliced(base, &metadata, &change.updates, properties.as_ref())?,
+            || metadata_document(&metadata, properties.as_ref()),
+        )?;
         let write = ObjectWrite {
             ident: ident.clone(),
             kind: ObjectKind::Table,

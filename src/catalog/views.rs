@@ -185,20 +185,17 @@ impl Catalog {
                     );
                     // The base document's text with what a property-only commit
                     // changes, else the whole document written from the model.
-                    let spliced = match &fields {
-                        Some(fields) => view_document_spliced(
-                            &object.metadata,
-                            fields,
+                    let base = fields.as_ref().map(|f| (object.metadata.as_str(), f));
+                    let (document, fields) = spliced_or_whole(
+                        view_document_spliced(
+                            base,
                             shape,
                             &metadata,
                             &change.updates,
                             properties.as_ref(),
                         )?,
-                        None => None,
-                    };
-                    let (document, fields) = spliced_or_whole(spliced, || {
-                        view_metadata_document(&metadata, properties.as_ref())
-                    })?;
+                        || view_metadata_document(&metadata, properties.as_ref()),
+                    )?;
                     let canonical = check_allowed(&record, metadata.location())?;
                     let write = ObjectWrite {
                         ident: ident.clone(),
