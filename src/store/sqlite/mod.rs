@@ -819,6 +819,122 @@ mod tests {
         assert_eq!(restored(&store), vec![]);
     }
 
+    /// A group is applied without a savepoint per batch first; one whose batch fails is
+    /// applied again with them. Either way, the failing batches fail alone, with nothing of
+    /// theirs kept, and the others commit with their events.
+    #[tokio::test]
+    async fn in_a_group_failing_batches_fail_alone_and_the_rest_commits() {
+        use crate::events::{ChangeEvent, Operation};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let store = SqliteStore::open(&path).unwrap();
+        catalog(&store).await;
+        store.write(WriteBatch::new(commit(0), 0)).await.unwrap();
+        let with_event = |mutation: Mutation, entity: &str| {
+            let mut batch = WriteBatch::new(mutation, 0);
+            batch.events = vec![ChangeEvent {
+                catalog_id: C,
+                entity: entity.to_string(),
+                operation: Operation::UpdateTable,
+                time_ms: 0,
+                id: format!("{entity}-event"),
+                body: "{}".into(),
+            }];
+            batch
+        };
+        let other = |name: &str| {
+            let mut write = version(0);
+            write.ident = Ident::new(Namespace::root().child("db"), name.into()).unwrap();
+            write.metadata_location = format!("file:///wh/{name}/metadata/00000.json");
+            write.location = format!("file:///wh/{name}/");
+            Mutation::CommitObjects {
+                catalog: C,
+                writes: vec![write],
+            }
+        };
+        // With the writer held, the commit thread takes the first batch and waits; the
+        // ones queued meanwhile form the next group, in this order.
+        let held = store.writer.lock().unwrap();
+        let lead = store.committer.enqueue(with_event(other("lead"), "lead"));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let group = [
+            store.committer.enqueue(with_event(commit(1), "t1")),
+            store.committer.enqueue(with_event(commit(1), "stale")), // t is at 1 by then
+            store.committer.enqueue(with_event(other("u"), "u")),
+            store.committer.enqueue(with_event(other("u"), "taken")), // u exists by then
+            store.committer.enqueue(with_event(commit(2), "t2")),
+        ];
+        drop(held);
+        lead.await.unwrap();
+        let mut outcomes = Vec::new();
+        for ticket in group {
+            outcomes.push(ticket.await);
+        }
+        assert!(outcomes[0].is_ok() && outcomes[2].is_ok() && outcomes[4].is_ok());
+        assert!(
+            matches!(outcomes[1], Err(StoreError::Conflict)),
+            "{:?}",
+            outcomes[1]
+        );
+        assert!(
+            matches!(outcomes[3], Err(StoreError::ObjectExists { .. })),
+            "{:?}",
+            outcomes[3]
+        );
+        let conn = open_connection(&path).unwrap();
+        let events: Vec<(i64, String)> = conn
+            .prepare("SELECT position, entity FROM events ORDER BY position")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let expected = [(1, "lead"), (2, "t1"), (3, "u"), (4, "t2")];
+        let expected: Vec<(i64, String)> =
+            expected.iter().map(|(p, e)| (*p, e.to_string())).collect();
+        assert_eq!(events, expected);
+        let pointer: String = conn
+            .query_row(
+                "SELECT metadata_location FROM objects WHERE name = 't'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(pointer, location(2));
+    }
+
+    #[tokio::test]
+    async fn a_commit_that_keeps_the_location_still_swaps_a_row_holding_another_form_of_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let store = SqliteStore::open(&path).unwrap();
+        catalog(&store).await;
+        store.write(WriteBatch::new(commit(0), 0)).await.unwrap();
+        store.write(WriteBatch::new(commit(1), 0)).await.unwrap();
+        let conn = open_connection(&path).unwrap();
+        let row = || -> (String, String) {
+            conn.query_row("SELECT metadata_location, location FROM objects", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .unwrap()
+        };
+        assert_eq!(row(), (location(1), "file:///wh/t/".to_string()));
+        // The row's location as another version might have written it: the commit (which
+        // says the location is unchanged) still swaps, and writes the location it names.
+        conn.execute("UPDATE objects SET location = 'file:/wh/t/'", [])
+            .unwrap();
+        store.write(WriteBatch::new(commit(2), 0)).await.unwrap();
+        assert_eq!(row(), (location(2), "file:///wh/t/".to_string()));
+        // A stale expectation is still a conflict on either path, and changes nothing.
+        for stored_location in ["file:///wh/t/", "file:/wh/t/"] {
+            conn.execute("UPDATE objects SET location = ?1", [stored_location])
+                .unwrap();
+            let stale = store.write(WriteBatch::new(commit(2), 0)).await;
+            assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
+            assert_eq!(row(), (location(2), stored_location.to_string()));
+        }
+    }
+
     #[tokio::test]
     async fn large_documents_are_kept_packed_and_read_back_whole() {
         let dir = tempfile::tempdir().unwrap();

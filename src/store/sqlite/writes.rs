@@ -405,15 +405,36 @@ fn commit_object(
             .map_err(internal)?;
         }
         Some(expected) => {
-            let updated = tx
-                .prepare_cached(
+            // A commit that keeps the object's location leaves the column out of the SET:
+            // SQLite rewrites an index entry for every indexed column a SET names, changed
+            // or not (`objects_by_location`: a delete and an insert per commit). The row's
+            // location is part of the match, so a row whose stored form differs (written
+            // by another version) is updated by the full statement below instead.
+            let same_place = if w.check_location {
+                0
+            } else {
+                tx.prepare_cached(
+                    "UPDATE objects SET metadata_location = ?6, metadata = ?7
+                     WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4 AND metadata_location = ?5
+                       AND location = ?8",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), expected, w.metadata_location, document, w.location])
+                })
+                .map_err(internal)?
+            };
+            let updated = if same_place > 0 {
+                same_place
+            } else {
+                tx.prepare_cached(
                     "UPDATE objects SET metadata_location = ?6, metadata = ?7, location = ?8
                      WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4 AND metadata_location = ?5",
                 )
                 .and_then(|mut s| {
                     s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), expected, w.metadata_location, document, w.location])
                 })
-                .map_err(internal)?;
+                .map_err(internal)?
+            };
             if updated == 0 {
                 return Err(match object_kind_at(tx, id, &w.ident)? {
                     Some(kind) if kind == w.kind => StoreError::Conflict,
