@@ -222,6 +222,9 @@ impl Group<'_> {
         }
         let mut results = Vec::with_capacity(n);
         for (batch, packed) in self.batches.iter().zip(self.packed) {
+            // A lone batch needs no savepoint in either mode: if it fails, nothing else
+            // is in the transaction, so its result is returned as `Done` (and the
+            // transaction rolls back below) and a lone batch never runs a second time.
             if n == 1 || isolation == Isolation::None {
                 let result = writes::apply(&tx, batch, packed);
                 if result.is_err() && n > 1 {

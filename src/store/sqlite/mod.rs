@@ -778,6 +778,16 @@ mod tests {
         }
     }
 
+    /// A store in a new directory (kept while the returned guard lives), with catalog `c`
+    /// and its namespace `db`; and the database's path, for a second connection.
+    async fn fresh_store() -> (tempfile::TempDir, std::path::PathBuf, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let store = SqliteStore::open(&path).unwrap();
+        catalog(&store).await;
+        (dir, path, store)
+    }
+
     #[tokio::test]
     async fn stores_on_one_database_in_one_process_share_its_cache() {
         let dir = tempfile::tempdir().unwrap();
@@ -797,9 +807,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_file_journal_keeps_texts_until_a_round_covers_them() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("catalog.db")).unwrap();
-        catalog(&store).await;
+        let (_dir, _, store) = fresh_store().await;
         let marks = store.file_journal();
         for n in 0..3 {
             store.write(journaled(commit(n))).await.unwrap();
@@ -825,10 +833,7 @@ mod tests {
     #[tokio::test]
     async fn in_a_group_failing_batches_fail_alone_and_the_rest_commits() {
         use crate::events::{ChangeEvent, Operation};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.db");
-        let store = SqliteStore::open(&path).unwrap();
-        catalog(&store).await;
+        let (_dir, path, store) = fresh_store().await;
         store.write(WriteBatch::new(commit(0), 0)).await.unwrap();
         let with_event = |mutation: Mutation, entity: &str| {
             let mut batch = WriteBatch::new(mutation, 0);
@@ -905,10 +910,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_commit_that_keeps_the_location_still_swaps_a_row_holding_another_form_of_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.db");
-        let store = SqliteStore::open(&path).unwrap();
-        catalog(&store).await;
+        let (_dir, path, store) = fresh_store().await;
         store.write(WriteBatch::new(commit(0), 0)).await.unwrap();
         store.write(WriteBatch::new(commit(1), 0)).await.unwrap();
         let conn = open_connection(&path).unwrap();
@@ -937,10 +939,7 @@ mod tests {
 
     #[tokio::test]
     async fn large_documents_are_kept_packed_and_read_back_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.db");
-        let store = SqliteStore::open(&path).unwrap();
-        catalog(&store).await;
+        let (_dir, path, store) = fresh_store().await;
         // A metadata log's worth of locations: text far past a page, and repetitive.
         let document = |n: u32| {
             let log: Vec<String> = (0..100).map(|i| format!("\"{}\"", location(i))).collect();
@@ -992,10 +991,7 @@ mod tests {
 
     #[tokio::test]
     async fn large_namespace_properties_are_packed_and_swapped_on_their_text() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.db");
-        let store = SqliteStore::open(&path).unwrap();
-        catalog(&store).await;
+        let (_dir, path, store) = fresh_store().await;
         let db = Namespace::root().child("db");
         let properties = |n: usize| -> crate::model::Properties {
             (0..n)
@@ -1048,9 +1044,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_journaled_text_survives_its_row_renamed_or_dropped() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(&dir.path().join("catalog.db")).unwrap();
-        catalog(&store).await;
+        let (_dir, _, store) = fresh_store().await;
         store.write(journaled(commit(0))).await.unwrap();
         let renamed = Ident::new(Namespace::root().child("db"), "u".into()).unwrap();
         let rename = Mutation::RenameObject {

@@ -410,30 +410,38 @@ fn commit_object(
             // or not (`objects_by_location`: a delete and an insert per commit). The row's
             // location is part of the match, so a row whose stored form differs (written
             // by another version) is updated by the full statement below instead.
+            let swap = |sql: &str| {
+                tx.prepare_cached(sql)
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            id.0,
+                            ns,
+                            w.ident.name,
+                            w.kind.as_str(),
+                            expected,
+                            w.metadata_location,
+                            document,
+                            w.location
+                        ])
+                    })
+                    .map_err(internal)
+            };
             let same_place = if w.check_location {
                 0
             } else {
-                tx.prepare_cached(
+                swap(
                     "UPDATE objects SET metadata_location = ?6, metadata = ?7
                      WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4 AND metadata_location = ?5
                        AND location = ?8",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), expected, w.metadata_location, document, w.location])
-                })
-                .map_err(internal)?
+                )?
             };
             let updated = if same_place > 0 {
                 same_place
             } else {
-                tx.prepare_cached(
+                swap(
                     "UPDATE objects SET metadata_location = ?6, metadata = ?7, location = ?8
                      WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND kind = ?4 AND metadata_location = ?5",
-                )
-                .and_then(|mut s| {
-                    s.execute(params![id.0, ns, w.ident.name, w.kind.as_str(), expected, w.metadata_location, document, w.location])
-                })
-                .map_err(internal)?
+                )?
             };
             if updated == 0 {
                 return Err(match object_kind_at(tx, id, &w.ident)? {
