@@ -4,9 +4,9 @@
 //! A commit's document goes into the WAL, is fsynced, and is copied again by the next
 //! checkpoint; the one it replaces is read back to free its pages. Uncompressed, a table
 //! with a full metadata log (about 30 KB) took eight overflow pages, and pages were what
-//! the commit thread spent its time on. zstd at level 1 makes such a document about an
-//! eighth of that (about 25 µs of work on 30 KB), on the caller's thread before the batch
-//! is queued ([`pack_batch`]), never on the commit thread.
+//! the commit thread spent its time on. zstd at its fast level -3 makes such a document
+//! about a fifth of that (about 30 µs of work on 30 KB on a 2.5 GHz Xeon), on the caller's
+//! thread before the batch is queued ([`pack_batch`]), never on the commit thread.
 //!
 //! The column's type says which form a value has: TEXT is the document itself (every
 //! document written before this, and small ones), a BLOB a zstd frame of it. Readers take
@@ -27,9 +27,13 @@ use crate::store::{Mutation, WriteBatch};
 /// room for the row's other columns.
 const PACK_FROM: usize = 3072;
 
-/// zstd's fastest regular level: the ratio barely improves with higher ones on metadata
-/// JSON, and the time grows.
-const LEVEL: i32 = 1;
+/// One of zstd's fast (negative) levels. On a table with a full metadata log (31 KB) in
+/// the 50/50 mix, on a 2.5 GHz Xeon: level 1 packs to 3.8 KB at 540 MB/s (57 µs, a tenth
+/// of the server's CPU in that mix), -3 to 6.7 KB at 990 MB/s, -5 to 7.9 KB barely
+/// faster. -3 costs one more overflow page per table row (two, not one) and served 2.4%
+/// more requests with 4.6% less CPU each (`bench/ab-together.sh`, 4 runs; BENCHMARKS.md).
+/// Frames of any level read alike, so rows packed at level 1 stay readable.
+const LEVEL: i32 = -3;
 
 /// A document as bound for the `metadata` column: the text, or its zstd frame.
 #[derive(Debug)]
