@@ -224,11 +224,24 @@ impl Catalog {
         outcome: &Outcome,
         events: Vec<ChangeEvent>,
     ) -> WriteBatch {
+        self.batch_with(ctx, mutation, || outcome.to_json(), events)
+    }
+
+    /// As [`Self::batch`], writing the outcome's JSON only for a request that has an
+    /// idempotency key: a commit's outcome holds a copy of its new document (tens of KB),
+    /// which every commit made and dropped though only keyed requests keep it.
+    fn batch_with(
+        &self,
+        ctx: &RequestContext,
+        mutation: Mutation,
+        outcome_json: impl FnOnce() -> String,
+        events: Vec<ChangeEvent>,
+    ) -> WriteBatch {
         let mut batch = WriteBatch::new(mutation, now_ms());
         batch.idempotency = ctx.idempotency.as_ref().map(|key| IdempotencyRecord {
             key: key.key.clone(),
             fingerprint: key.fingerprint.clone(),
-            outcome: outcome.to_json(),
+            outcome: outcome_json(),
             expires_ms: key.expires_ms,
         });
         batch.events = events;

@@ -511,7 +511,7 @@ impl Catalog {
                 writes: writes.clone(),
             };
             let events = self.events(ctx, Some((catalog.id, &catalog.name)), drafts);
-            let mut batch = self.batch(ctx, commit, &outcome(&writes), events);
+            let mut batch = self.batch_with(ctx, commit, || outcome(&writes).to_json(), events);
             batch.journal_files = journal_files;
             let committed = match locked {
                 Some(locked) => self.apply(batch, Some(locked)).await,

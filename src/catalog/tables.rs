@@ -232,7 +232,7 @@ impl Catalog {
         let write = self
             .create_object(ctx, &record, write, event, |w| Outcome::Table(loaded(w)))
             .await?;
-        Ok((loaded(&write), config))
+        Ok((into_loaded(write), config))
     }
 
     pub async fn load_table(
@@ -290,7 +290,7 @@ impl Catalog {
             })
             .await?;
         match committed.pop() {
-            Some(write) => Ok(loaded(&write)),
+            Some(write) => Ok(into_loaded(write)),
             // Nothing changed: answer with the current state.
             None => {
                 let current = self
@@ -598,7 +598,7 @@ impl Catalog {
                 |w| Outcome::Table(loaded(w)),
             )
             .await?;
-        Ok(loaded(&write))
+        Ok(into_loaded(write))
     }
 
     pub async fn report_metrics(
@@ -637,6 +637,14 @@ fn loaded(write: &ObjectWrite) -> LoadedTable {
     LoadedTable {
         metadata_location: Some(write.metadata_location.clone()),
         metadata: write.metadata.clone(),
+    }
+}
+
+/// As [`loaded`], taking the write: the answer moves its document, not copies it.
+fn into_loaded(write: ObjectWrite) -> LoadedTable {
+    LoadedTable {
+        metadata_location: Some(write.metadata_location),
+        metadata: write.metadata,
     }
 }
 

@@ -57,6 +57,14 @@ fn loaded(write: &ObjectWrite) -> LoadedView {
     }
 }
 
+/// As [`loaded`], taking the write: the answer moves its document, not copies it.
+fn into_loaded(write: ObjectWrite) -> LoadedView {
+    LoadedView {
+        metadata_location: write.metadata_location,
+        metadata: write.metadata,
+    }
+}
+
 impl Catalog {
     pub async fn list_views(
         &self,
@@ -111,7 +119,7 @@ impl Catalog {
         let write = self
             .create_object(ctx, &record, write, event, |w| Outcome::View(loaded(w)))
             .await?;
-        Ok(loaded(&write))
+        Ok(into_loaded(write))
     }
 
     pub async fn load_view(
@@ -143,7 +151,7 @@ impl Catalog {
         ctx.require(catalog, Privilege::VIEW_WRITE_PROPERTIES, &target)?;
         let record = self.get_catalog(catalog).await?;
         let ident = &change.ident;
-        let writes = self
+        let mut writes = self
             .commit_with_retry(
                 ctx,
                 &record,
@@ -229,7 +237,7 @@ impl Catalog {
                 |writes| Outcome::View(loaded(&writes[0])),
             )
             .await?;
-        Ok(loaded(&writes[0]))
+        Ok(into_loaded(writes.swap_remove(0)))
     }
 
     pub async fn drop_view(
@@ -286,6 +294,6 @@ impl Catalog {
                 |w| Outcome::View(loaded(w)),
             )
             .await?;
-        Ok(loaded(&write))
+        Ok(into_loaded(write))
     }
 }
