@@ -242,7 +242,11 @@ async fn compare_and_swap_wins_then_conflicts(store: Arc<dyn Store>) {
     let first = create(ObjectKind::Table, &t, "t");
     commit(&store, c.id, vec![first.clone()]).await.unwrap();
     let second = update(&first, &first.metadata_location, 1);
-    commit(&store, c.id, vec![second.clone()]).await.unwrap();
+    // A committed commit hands its writes back (the catalog answers from them).
+    assert_eq!(
+        commit(&store, c.id, vec![second.clone()]).await.unwrap(),
+        Applied::Committed(vec![second.clone()])
+    );
     // A writer that read the first version loses, and changes nothing.
     let stale = update(&first, &first.metadata_location, 2);
     assert!(matches!(
@@ -401,13 +405,14 @@ async fn lock_then_commit(store: Arc<dyn Store>) {
     assert!(locked.current()[1].is_none());
     let next = update(&first, &first.metadata_location, 1);
     let created = create(ObjectKind::Table, &new, "new");
-    locked
+    let applied = locked
         .write(batch(Mutation::CommitObjects {
             catalog: c.id,
-            writes: vec![next.clone(), created],
+            writes: vec![next.clone(), created.clone()],
         }))
         .await
         .unwrap();
+    assert_eq!(applied, Applied::Committed(vec![next.clone(), created]));
     assert_eq!(
         pointer(&store, "c", &t).await.as_deref(),
         Some(next.metadata_location.as_str())
@@ -1675,8 +1680,10 @@ async fn enqueued_commits_build_on_each_other(store: Arc<dyn Store>) {
     commit(&store, c.id, vec![first.clone()]).await.unwrap();
     let mut previous = first;
     let mut tickets = Vec::new();
+    let mut sent = Vec::new();
     for version in 1..=48 {
         let next = update(&previous, &previous.metadata_location, version);
+        sent.push(next.clone());
         let mutation = Mutation::CommitObjects {
             catalog: c.id,
             writes: vec![next.clone()],
@@ -1692,9 +1699,10 @@ async fn enqueued_commits_build_on_each_other(store: Arc<dyn Store>) {
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
-    for (i, ticket) in tickets.into_iter().enumerate() {
-        if let Err(e) = ticket.await {
-            panic!("commit {} of the chain failed: {e:?}", i + 1);
+    for (i, (ticket, write)) in tickets.into_iter().zip(sent).enumerate() {
+        match ticket.await {
+            Ok(applied) => assert_eq!(applied, Applied::Committed(vec![write])),
+            Err(e) => panic!("commit {} of the chain failed: {e:?}", i + 1),
         }
     }
     assert_eq!(

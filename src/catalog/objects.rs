@@ -400,10 +400,14 @@ impl Catalog {
         let files = self.files.for_catalog(catalog);
         for (i, w) in writes.iter().enumerate() {
             let written = files
-                .write_new(&w.metadata_location, w.metadata.clone().into_bytes())
+                .write_new(&w.metadata_location, w.metadata.as_bytes())
                 .await;
             if let Err(e) = written {
-                self.remove_files_quietly(catalog, &writes[..i]).await;
+                let written: Vec<String> = writes[..i]
+                    .iter()
+                    .map(|w| w.metadata_location.clone())
+                    .collect();
+                self.remove_files_quietly(catalog, &written).await;
                 return Err(e.into());
             }
         }
@@ -411,11 +415,11 @@ impl Catalog {
     }
 
     /// Best-effort removal of files this server wrote but will not point at.
-    async fn remove_files_quietly(&self, catalog: &CatalogRecord, writes: &[ObjectWrite]) {
+    async fn remove_files_quietly(&self, catalog: &CatalogRecord, locations: &[String]) {
         let files = self.files.for_catalog(catalog);
-        for w in writes {
-            if let Err(e) = files.delete(&w.metadata_location).await {
-                tracing::warn!(file = %w.metadata_location, error = %e, "could not remove an unused metadata file");
+        for location in locations {
+            if let Err(e) = files.delete(location).await {
+                tracing::warn!(file = %location, error = %e, "could not remove an unused metadata file");
             }
         }
     }
@@ -506,12 +510,31 @@ impl Catalog {
                 MetadataFiles::New => self.write_metadata_files(catalog, &writes).await?,
                 _ => false,
             };
+            // The writes go to the store with the batch, and come back once committed
+            // (`Applied::Committed`): no copy of their documents is kept here meanwhile.
+            // What a refusal needs (their files, to remove) is kept aside.
+            let locations: Vec<String> =
+                writes.iter().map(|w| w.metadata_location.clone()).collect();
+            let keyed_outcome = ctx
+                .idempotency
+                .is_some()
+                .then(|| outcome(&writes).to_json());
+            // Set while the locks are held, before the writes go: no tip is read without
+            // its object's lock. A store that does not pipeline drops them at once.
+            let tips = locked
+                .is_none()
+                .then(|| self.commit_locks.set_tips(catalog.id, &writes));
             let commit = Mutation::CommitObjects {
                 catalog: catalog.id,
-                writes: writes.clone(),
+                writes,
             };
             let events = self.events(ctx, Some((catalog.id, &catalog.name)), drafts);
-            let mut batch = self.batch_with(ctx, commit, || outcome(&writes).to_json(), events);
+            let mut batch = self.batch_with(
+                ctx,
+                commit,
+                || keyed_outcome.expect("made for a keyed request"),
+                events,
+            );
             batch.journal_files = journal_files;
             let committed = match locked {
                 Some(locked) => self.apply(batch, Some(locked)).await,
@@ -521,20 +544,28 @@ impl Catalog {
                     match self.store.enqueue(batch) {
                         // In the commit order: the next commit may build on it now.
                         Ok(ticket) => {
-                            let tips = self.commit_locks.set_tips(catalog.id, &writes);
                             guards = None;
                             let applied = ticket.await;
                             drop(tips);
                             self.written(has_events, started, applied)
                         }
-                        Err(batch) => self.apply(*batch, None).await,
+                        Err(batch) => {
+                            drop(tips);
+                            self.apply(*batch, None).await
+                        }
                     }
                 }
             };
             let error = match committed {
-                Ok(_) => {
+                Ok(Applied::Committed(writes)) => {
                     crate::metrics::record_commit("committed");
                     return Ok(writes);
+                }
+                // Every store answers a committed `CommitObjects` so (`Applied::of`).
+                Ok(other) => {
+                    return Err(CatalogError::Internal(anyhow::anyhow!(
+                        "the store answered a commit with {other:?}"
+                    )))
                 }
                 Err(error) => error,
             };
@@ -548,10 +579,10 @@ impl Catalog {
             // unknown, and the pointer may already name them: an orphan file is
             // harmless, a dangling pointer is not.
             if files == MetadataFiles::New && is_definitely_rejected(&error) {
-                for write in &writes {
-                    self.parsed.forget(&write.metadata_location);
+                for location in &locations {
+                    self.parsed.forget(location);
                 }
-                self.remove_files_quietly(catalog, &writes).await;
+                self.remove_files_quietly(catalog, &locations).await;
             }
             match error {
                 StoreError::Conflict if attempt < attempts => {

@@ -122,13 +122,14 @@ impl LocalFiles {
 
 #[async_trait]
 impl FileStore for LocalFiles {
-    async fn write_new(&self, location: &str, contents: Vec<u8>) -> StorageResult<()> {
+    async fn write_new(&self, location: &str, contents: &[u8]) -> StorageResult<()> {
         let path = local_path(location)?;
         let unsynced = matches!(self.durability, Durability::Off | Durability::Journal(_));
         if unsynced && contents.len() <= INLINE_WRITE_MAX {
-            return write_new_file(location, &path, &contents, &self.durability);
+            return write_new_file(location, &path, contents, &self.durability);
         }
         let (location, durability) = (location.to_string(), self.durability.clone());
+        let contents = contents.to_vec();
         blocking(move || write_new_file(&location, &path, &contents, &durability)).await
     }
 
@@ -360,9 +361,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = LocalFiles::new(true, false, None);
         let loc = format!("file://{}/m/00001.json", dir.path().display());
-        files.write_new(&loc, b"{}".to_vec()).await.unwrap();
+        files.write_new(&loc, b"{}").await.unwrap();
         assert!(matches!(
-            files.write_new(&loc, b"[]".to_vec()).await,
+            files.write_new(&loc, b"[]").await,
             Err(StorageError::AlreadyExists(_))
         ));
         assert_eq!(files.read(&loc, 10).await.unwrap(), b"{}");
@@ -393,12 +394,12 @@ mod tests {
             let files = LocalFiles::new(fsync, false, None);
             let root = dir.path().join(format!("{fsync}-{size}"));
             let loc = format!("file://{}/a/b/00001.json", root.display());
-            files.write_new(&loc, vec![b'x'; size]).await.unwrap();
+            files.write_new(&loc, &vec![b'x'; size]).await.unwrap();
             assert_eq!(files.read(&loc, 1 << 20).await.unwrap().len(), size);
             // A plain file where the next file's directory belongs.
             std::fs::write(root.join("a/c"), b"").unwrap();
             let blocked = format!("file://{}/a/c/00001.json", root.display());
-            let refused = files.write_new(&blocked, b"{}".to_vec()).await;
+            let refused = files.write_new(&blocked, b"{}").await;
             assert!(matches!(refused, Err(StorageError::Io(_))), "{refused:?}");
         }
     }
@@ -413,7 +414,7 @@ mod tests {
                     files.clone(),
                     format!("file://{}/m/{i:05}.json", dir.path().display()),
                 );
-                tokio::spawn(async move { files.write_new(&loc, vec![b'x'; 1000 + i]).await })
+                tokio::spawn(async move { files.write_new(&loc, &vec![b'x'; 1000 + i]).await })
             })
             .collect();
         for w in writes {
@@ -423,7 +424,7 @@ mod tests {
             let loc = format!("file://{}/m/{i:05}.json", dir.path().display());
             assert_eq!(files.read(&loc, 1 << 20).await.unwrap().len(), 1000 + i);
             assert!(matches!(
-                files.write_new(&loc, b"[]".to_vec()).await,
+                files.write_new(&loc, b"[]").await,
                 Err(StorageError::AlreadyExists(_))
             ));
         }
@@ -444,7 +445,7 @@ mod tests {
             "t2/keep.json",
         ] {
             files
-                .write_new(&format!("file://{root}/{f}"), b"x".to_vec())
+                .write_new(&format!("file://{root}/{f}"), b"x")
                 .await
                 .unwrap();
         }

@@ -63,7 +63,9 @@ pub trait FileStore: Send + Sync + 'static {
     /// leaves a partial file under the final name, except, with the journal, after a
     /// crash: then under a name no pointer names (as the files of failed commits), the
     /// restore having rewritten every file a pointer names.
-    async fn write_new(&self, location: &str, contents: Vec<u8>) -> StorageResult<()>;
+    /// Borrows the contents: the local store writes most files from them in place (a
+    /// commit's document is tens of KB, copied only where a store needs it owned).
+    async fn write_new(&self, location: &str, contents: &[u8]) -> StorageResult<()>;
     /// Reads a whole file of at most `max_bytes`.
     async fn read(&self, location: &str, max_bytes: u64) -> StorageResult<Vec<u8>>;
     async fn exists(&self, location: &str) -> StorageResult<bool>;

@@ -175,14 +175,14 @@ fn map_error(location: &str, e: object_store::Error) -> StorageError {
 
 #[async_trait]
 impl FileStore for ObjectFiles {
-    async fn write_new(&self, location: &str, contents: Vec<u8>) -> StorageResult<()> {
+    async fn write_new(&self, location: &str, contents: &[u8]) -> StorageResult<()> {
         let (store, path) = self.resolve(location)?;
         let options = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
         };
         store
-            .put_opts(&path, PutPayload::from(contents), options)
+            .put_opts(&path, PutPayload::from(contents.to_vec()), options)
             .await
             .map(|_| ())
             .map_err(|e| map_error(location, e))

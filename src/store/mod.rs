@@ -104,7 +104,7 @@ pub struct StoredObject {
 }
 
 /// One change to a table or view pointer inside [`Mutation::CommitObjects`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ObjectWrite {
     pub ident: Ident,
     pub kind: ObjectKind,
@@ -368,9 +368,23 @@ pub struct EventRead {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Applied {
     Done,
+    /// A `CommitObjects` batch's writes, handed back: the catalog answers from them
+    /// instead of a copy of each new document kept beside the batch (tens of KB each).
+    Committed(Vec<ObjectWrite>),
     /// The pointer a dropped table or view had (its files are the caller's to purge).
     Dropped(StoredObject),
     Forgotten(DroppedObject),
+}
+
+impl Applied {
+    /// What a store answers for `batch` once it committed with `self`: every store calls
+    /// this on each success, so a `CommitObjects` always comes back as `Committed`.
+    pub fn of(self, batch: WriteBatch) -> Applied {
+        match (self, batch.mutation) {
+            (Applied::Done, Mutation::CommitObjects { writes, .. }) => Applied::Committed(writes),
+            (applied, _) => applied,
+        }
+    }
 }
 
 /// How a dropped table or view is kept for undrop.

@@ -349,7 +349,7 @@ async fn commit_group(pool: &Pool, jobs: Vec<Job>) {
     match finished {
         Ok(()) => {
             for (job, done) in applied {
-                job.answer(|_| Outcome::Done(Ok(done)));
+                job.answer(|batch| Outcome::Done(Ok(done.of(batch))));
             }
         }
         Err(Failure::Sql(e)) if is_retryable(&e) => {

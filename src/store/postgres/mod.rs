@@ -548,16 +548,18 @@ impl Store for PostgresStore {
         if self.group_commit {
             return self.groups().write(batch).await;
         }
-        self.run(|mut client| {
-            let batch = &batch;
-            async move {
-                let tx = client.transaction().await?;
-                let applied = writes::apply(&tx, batch).await?;
-                tx.commit().await?;
-                Ok(applied)
-            }
-        })
-        .await
+        let applied = self
+            .run(|mut client| {
+                let batch = &batch;
+                async move {
+                    let tx = client.transaction().await?;
+                    let applied = writes::apply(&tx, batch).await?;
+                    tx.commit().await?;
+                    Ok(applied)
+                }
+            })
+            .await?;
+        Ok(applied.of(batch))
     }
 
     /// With group commit, a batch takes its place in this node's queue at once, so the

@@ -622,7 +622,7 @@ impl LockedObjects for PgLocked {
             Ok(applied) => {
                 // The transaction is over: the connection may go back to the pool.
                 drop(self.client.take());
-                Ok(applied)
+                Ok(applied.of(batch))
             }
             Err(Failure::Store(e)) => Err(e),
             // Two locked commits over overlapping sets can still deadlock: redo it.

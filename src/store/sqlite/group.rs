@@ -145,7 +145,9 @@ fn run(
         if let Ok(results) = outcome {
             for (job, result) in group.into_iter().zip(results) {
                 // The caller may have gone (its request was cancelled); the write stands.
-                let _ = job.reply.send(result);
+                // The batch goes back with the answer, so its documents are freed (or
+                // used) on the caller's thread, not on this serial one.
+                let _ = job.reply.send(result.map(|applied| applied.of(job.batch)));
             }
         }
     }
