@@ -515,26 +515,20 @@ impl Catalog {
             // What a refusal needs (their files, to remove) is kept aside.
             let locations: Vec<String> =
                 writes.iter().map(|w| w.metadata_location.clone()).collect();
-            let keyed_outcome = ctx
-                .idempotency
-                .is_some()
-                .then(|| outcome(&writes).to_json());
             // Set while the locks are held, before the writes go: no tip is read without
             // its object's lock. A store that does not pipeline drops them at once.
             let tips = locked
                 .is_none()
                 .then(|| self.commit_locks.set_tips(catalog.id, &writes));
-            let commit = Mutation::CommitObjects {
+            let events = self.events(ctx, Some((catalog.id, &catalog.name)), drafts);
+            // The outcome (for a keyed request only) is made from the writes before they
+            // move into the batch.
+            let mut batch =
+                self.batch_with(ctx, Mutation::None, || outcome(&writes).to_json(), events);
+            batch.mutation = Mutation::CommitObjects {
                 catalog: catalog.id,
                 writes,
             };
-            let events = self.events(ctx, Some((catalog.id, &catalog.name)), drafts);
-            let mut batch = self.batch_with(
-                ctx,
-                commit,
-                || keyed_outcome.expect("made for a keyed request"),
-                events,
-            );
             batch.journal_files = journal_files;
             let committed = match locked {
                 Some(locked) => self.apply(batch, Some(locked)).await,
