@@ -16,7 +16,7 @@ use crate::store::{StoreError, StoreResult};
 pub(super) const MAX_ATTEMPTS: u32 = 8;
 
 /// Why one attempt of a store operation failed: a store-level answer, or an SQL error
-/// that `run` classifies (retry, unavailable, internal).
+/// that `retried` classifies (retry, unavailable, internal).
 pub(super) enum Failure {
     Store(StoreError),
     Sql(tokio_postgres::Error),
