@@ -70,7 +70,7 @@ pub(super) fn sql_error(error: tokio_postgres::Error) -> StoreError {
 /// A pooler in transaction mode (PgBouncer before 1.21) hands each transaction another
 /// server connection, where this connection's prepared statements do not exist: stop
 /// preparing (the caller retries).
-pub(super) fn stop_preparing(error: &tokio_postgres::Error) {
+fn stop_preparing(error: &tokio_postgres::Error) {
     if queries::set_prepared(false) {
         tracing::warn!(%error, "prepared statements do not survive here (a pooler in transaction mode?); sending statements unnamed from now on (set --db-prepared-statements false to start that way)");
     }
@@ -105,7 +105,7 @@ pub(super) fn redo_or_failure(
 /// A prepared statement that the server connection does not have (26000), or a name
 /// another client already prepared on it (42P05): both mean a pooler shares server
 /// connections between transactions.
-pub(super) fn lost_prepared_statement(error: &tokio_postgres::Error) -> bool {
+fn lost_prepared_statement(error: &tokio_postgres::Error) -> bool {
     has_code(error, &SqlState::INVALID_SQL_STATEMENT_NAME)
         || has_code(error, &SqlState::DUPLICATE_PSTATEMENT)
 }
