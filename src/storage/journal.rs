@@ -8,7 +8,8 @@
 //! then syncs every file system files went to (`syncfs`) once per interval, off every
 //! commit's path, and marks the journal entries committed before the round as covered;
 //! the store deletes those with its next group. After a crash, [`restore`] rewrites
-//! the files of the entries left before the server serves.
+//! the files of the entries left before the server serves. A round also drops the
+//! synced files' pages from the page cache (`sync_rounds::drop_cached_pages` says why).
 //!
 //! So a power cut loses nothing acknowledged, and a disk shared with other writers slows
 //! the syncer's rounds, not the commits (unlike `--fsync-batch`, whose commits wait for a
@@ -25,15 +26,29 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::local::local_path_str;
-use super::sync_rounds::syncfs;
+use super::sync_rounds::{drop_cached_pages, syncfs};
 use crate::store::sqlite::JournalMarks;
 
 /// Syncs the file systems that journaled files went to, once per interval.
 #[derive(Debug)]
 pub struct Syncer {
     marks: Arc<JournalMarks>,
+    noted: Mutex<Noted>,
+    /// Most files held open in [`Noted::written`]: a quarter of the process's open-file
+    /// limit, at most 4,096, so that sockets never run short. Beyond it a file is closed
+    /// at once and its pages are left to the kernel.
+    max_held: usize,
+}
+
+/// What the request threads tell the syncer.
+#[derive(Debug, Default)]
+struct Noted {
     /// One open file per file system (device) written to: `syncfs` needs a descriptor.
-    file_systems: Mutex<HashMap<u64, Arc<File>>>,
+    file_systems: HashMap<u64, Arc<File>>,
+    /// The files written since the last round began, kept open (closing them is the
+    /// syncer's work now, not the request's) so that the next round drops their pages
+    /// once it has synced them (`sync_rounds::drop_cached_pages`).
+    written: Vec<File>,
 }
 
 impl Syncer {
@@ -41,7 +56,8 @@ impl Syncer {
     pub fn start(marks: Arc<JournalMarks>, interval: Duration) -> io::Result<Arc<Syncer>> {
         let syncer = Arc::new(Syncer {
             marks,
-            file_systems: Mutex::default(),
+            noted: Mutex::default(),
+            max_held: max_held(),
         });
         let weak = Arc::downgrade(&syncer);
         std::thread::Builder::new()
@@ -50,13 +66,17 @@ impl Syncer {
         Ok(syncer)
     }
 
-    /// Notes the file system of a file just written in `dir` (before its journal entry
-    /// commits). The directory is what stays open for that file system's rounds.
-    pub(super) fn note(&self, file: &File, dir: &Path) -> io::Result<()> {
+    /// Notes a file just written in `dir` (before its journal entry commits): its file
+    /// system, whose directory then stays open for that file system's rounds, and the
+    /// file itself, for the next round to drop its pages.
+    pub(super) fn note(&self, file: File, dir: &Path) -> io::Result<()> {
         let device = file.metadata()?.dev();
-        let mut file_systems = self.file_systems.lock().expect("syncer poisoned");
-        if let std::collections::hash_map::Entry::Vacant(new) = file_systems.entry(device) {
+        let mut noted = self.noted.lock().expect("syncer poisoned");
+        if let std::collections::hash_map::Entry::Vacant(new) = noted.file_systems.entry(device) {
             new.insert(Arc::new(File::open(dir)?));
+        }
+        if noted.written.len() < self.max_held {
+            noted.written.push(file);
         }
         Ok(())
     }
@@ -67,22 +87,39 @@ impl Syncer {
         if through <= self.marks.synced() {
             return;
         }
-        let file_systems: Vec<Arc<File>> = self
-            .file_systems
-            .lock()
-            .expect("syncer poisoned")
-            .values()
-            .cloned()
-            .collect();
+        // Taken before the syncs, so every file held was written before them. A file
+        // whose commit has not landed yet is synced (and dropped) all the same.
+        let (file_systems, written) = {
+            let mut noted = self.noted.lock().expect("syncer poisoned");
+            let file_systems: Vec<Arc<File>> = noted.file_systems.values().cloned().collect();
+            (file_systems, std::mem::take(&mut noted.written))
+        };
         for file in file_systems {
             if let Err(e) = syncfs(&file) {
                 // The entries stay: the next round tries again, and a restart restores
-                // their files from the journal meanwhile.
+                // their files from the journal meanwhile. The files held are closed with
+                // their pages kept.
                 tracing::error!(error = %e, "syncing metadata files failed");
                 return;
             }
         }
         self.marks.mark_synced(through);
+        for file in &written {
+            drop_cached_pages(file);
+        }
+    }
+}
+
+/// A quarter of the soft limit on open files, at most 4,096 (256 if it cannot be read).
+fn max_held() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct it is given.
+    match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+        0 => usize::try_from(limit.rlim_cur / 4).map_or(4096, |n| n.min(4096)),
+        _ => 256,
     }
 }
 
@@ -168,12 +205,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let marks = Arc::new(JournalMarks::default());
         let syncer = Syncer::start(marks.clone(), Duration::from_secs(3600)).unwrap();
-        let file = File::create(dir.path().join("f")).unwrap();
-        syncer.note(&file, dir.path()).unwrap();
+        let path = dir.path().join("f");
+        let mut file = File::create(&path).unwrap();
+        file.write_all(&[b'x'; 64 * 1024]).unwrap();
+        syncer.note(file, dir.path()).unwrap();
+        let cached = || super::super::sync_rounds::cached_pages(&path);
+        let before = cached();
         syncer.round();
         assert_eq!(marks.synced(), 0, "nothing committed yet");
+        assert_eq!(cached(), before, "no round ran: the pages stay");
         marks.mark_committed(7);
         syncer.round();
         assert_eq!(marks.synced(), 7);
+        // Synced, so its pages went; the file is whole.
+        if let Some(before) = before {
+            assert_eq!(before, 16, "written pages are cached until a round");
+            assert_eq!(cached(), Some(0));
+        }
+        assert_eq!(fs::read(&path).unwrap().len(), 64 * 1024);
     }
 }

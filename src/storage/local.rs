@@ -23,7 +23,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 
 use super::journal::Syncer;
-use super::sync_rounds::SyncRounds;
+use super::sync_rounds::{drop_cached_pages, SyncRounds};
 use super::{FileStore, StorageError, StorageResult};
 
 /// The absolute path a `file:` location (or a plain absolute path) names.
@@ -245,12 +245,19 @@ fn write_new_file(
     match durability {
         Durability::Off => {}
         Durability::Journal(syncer) => syncer
-            .note(&file, dir)
+            .note(file, dir)
             .map_err(|e| io_error(e, format!("noting {}", path.display())))?,
-        Durability::PerFile => sync_dir(dir).map_err(StorageError::Io)?,
-        Durability::Batched(rounds) => rounds
-            .sync(&file)
-            .map_err(|e| io_error(e, format!("syncing {}", path.display())))?,
+        // Synced (`write_and_link`), so the pages are clean and can go.
+        Durability::PerFile => {
+            drop_cached_pages(&file);
+            sync_dir(dir).map_err(StorageError::Io)?
+        }
+        Durability::Batched(rounds) => {
+            drop_cached_pages(&file);
+            rounds
+                .sync(&file)
+                .map_err(|e| io_error(e, format!("syncing {}", path.display())))?
+        }
     }
     Ok(())
 }
@@ -401,6 +408,22 @@ mod tests {
             let blocked = format!("file://{}/a/c/00001.json", root.display());
             let refused = files.write_new(&blocked, b"{}").await;
             assert!(matches!(refused, Err(StorageError::Io(_))), "{refused:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_synced_on_the_commits_path_leaves_no_pages_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        for (batched, unsynced) in [(false, false), (true, false), (false, true)] {
+            let files = LocalFiles::new(!unsynced, batched, None);
+            let path = dir.path().join(format!("{batched}-{unsynced}/00001.json"));
+            let loc = format!("file://{}", path.display());
+            files.write_new(&loc, &[b'x'; 64 * 1024]).await.unwrap();
+            let cached = super::super::sync_rounds::cached_pages(&path);
+            // Unsynced files keep theirs: dropping dirty pages would start their writeback.
+            let expected = if unsynced { 16 } else { 0 };
+            assert!(cached.is_none() || cached == Some(expected), "{cached:?}");
+            assert_eq!(files.read(&loc, 1 << 20).await.unwrap().len(), 64 * 1024);
         }
     }
 
