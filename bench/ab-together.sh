@@ -9,7 +9,10 @@
 # buries a change of a few %. Run together, the two servers share the cores through the
 # whole measured part; the one that needs less CPU per request serves more requests, and
 # a drift of the host slows both alike. The figures are not those of a server alone (each
-# gets about half the machine): read the ratio, and the CPU per request.
+# gets about half the machine): read the ratio, and the CPU per request. It cannot see a
+# change in how a server uses the kernel's shared pools: pages one build hands back to the
+# page allocator are as likely the other's next (BENCHMARKS.md, "Metadata files' pages
+# dropped once synced"); use `bench/ab-cpu.sh` for those.
 #
 # For each run: two fresh embedded servers (--auth none --log warn), `floe bench
 # create-tree` on each (the Polaris tree: width 2, depth 7, 5 tables and 3 views per
