@@ -218,9 +218,12 @@ mod tests {
         syncer.round();
         assert_eq!(marks.synced(), 7);
         // Synced, so its pages went; the file is whole.
-        if let Some(before) = before {
-            assert_eq!(before, 16, "written pages are cached until a round");
-            assert_eq!(cached(), Some(0));
+        if let Some((cached_before, pages)) = before {
+            assert_eq!(
+                cached_before, pages,
+                "written pages are cached until a round"
+            );
+            assert_eq!(cached(), Some((0, pages)));
         }
         assert_eq!(fs::read(&path).unwrap().len(), 64 * 1024);
     }

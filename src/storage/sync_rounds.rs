@@ -74,10 +74,11 @@ pub(super) fn drop_cached_pages(file: &File) {
 #[cfg(not(target_os = "linux"))]
 pub(super) fn drop_cached_pages(_file: &File) {}
 
-/// How many of the file at `path`'s pages are in the page cache; `None` where that
-/// cannot be told (not Linux, or tmpfs, whose pages are the file and never drop).
+/// How many of the file at `path`'s pages are in the page cache, and how many pages it
+/// has; `None` where that cannot be told (not Linux, or tmpfs, whose pages are the file
+/// and never drop).
 #[cfg(all(test, target_os = "linux"))]
-pub(super) fn cached_pages(path: &std::path::Path) -> Option<usize> {
+pub(super) fn cached_pages(path: &std::path::Path) -> Option<(usize, usize)> {
     use std::os::fd::AsRawFd;
     const TMPFS_MAGIC: libc::c_long = 0x0102_1994;
     let file = File::open(path).unwrap();
@@ -103,12 +104,13 @@ pub(super) fn cached_pages(path: &std::path::Path) -> Option<usize> {
         let mut resident = vec![0u8; len.div_ceil(page)];
         assert_eq!(libc::mincore(map, len, resident.as_mut_ptr()), 0);
         libc::munmap(map, len);
-        Some(resident.iter().filter(|&&r| r & 1 == 1).count())
+        let cached = resident.iter().filter(|&&r| r & 1 == 1).count();
+        Some((cached, resident.len()))
     }
 }
 
 #[cfg(all(test, not(target_os = "linux")))]
-pub(super) fn cached_pages(_path: &std::path::Path) -> Option<usize> {
+pub(super) fn cached_pages(_path: &std::path::Path) -> Option<(usize, usize)> {
     None
 }
 
