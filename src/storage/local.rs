@@ -247,17 +247,10 @@ fn write_new_file(
         Durability::Journal(syncer) => syncer
             .note(file, dir)
             .map_err(|e| io_error(e, format!("noting {}", path.display())))?,
-        // Synced (`write_and_link`), so the pages are clean and can go.
-        Durability::PerFile => {
-            drop_cached_pages(&file);
-            sync_dir(dir).map_err(StorageError::Io)?
-        }
-        Durability::Batched(rounds) => {
-            drop_cached_pages(&file);
-            rounds
-                .sync(&file)
-                .map_err(|e| io_error(e, format!("syncing {}", path.display())))?
-        }
+        Durability::PerFile => sync_dir(dir).map_err(StorageError::Io)?,
+        Durability::Batched(rounds) => rounds
+            .sync(&file)
+            .map_err(|e| io_error(e, format!("syncing {}", path.display())))?,
     }
     Ok(())
 }
@@ -291,10 +284,17 @@ fn write_and_link(
         .create_new(true)
         .open(temporary)?;
     file.write_all(contents)?;
+    // Once synced, the pages are clean and can go.
     match durability {
         Durability::Off | Durability::Journal(_) => {}
-        Durability::PerFile => file.sync_data()?,
-        Durability::Batched(rounds) => rounds.sync(&file)?,
+        Durability::PerFile => {
+            file.sync_data()?;
+            drop_cached_pages(&file);
+        }
+        Durability::Batched(rounds) => {
+            rounds.sync(&file)?;
+            drop_cached_pages(&file);
+        }
     }
     fs::hard_link(temporary, path)?;
     Ok(file)

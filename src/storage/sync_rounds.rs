@@ -63,7 +63,8 @@ pub(super) fn syncfs(file: &File) -> io::Result<()> {
 /// pages are the dearest part of writing a file where the hypervisor backs guest memory
 /// on first touch (as on Firecracker VMs with free page reporting, where writing a
 /// 31 KB file into fresh pages took 2–10× as long as into recycled ones): pages handed
-/// back soon are the next file's, still backed. A hint only: a page still dirty stays, and an error changes nothing.
+/// back soon are the next file's, still backed. A hint only: a page still dirty stays,
+/// and an error changes nothing.
 #[cfg(target_os = "linux")]
 pub(super) fn drop_cached_pages(file: &File) {
     use std::os::fd::AsRawFd;
