@@ -93,8 +93,8 @@ pub struct CatalogSettings {
     /// Most files one round of a purge deletes (at least 1): a large table is purged
     /// over several rounds, none of which holds a request or the expirer for long.
     pub purge_batch_files: usize,
-    /// Bytes of documents whose parsed models this node keeps for the next commit of
-    /// the same table or view (`parsed.rs`; 0: off).
+    /// Bytes of memory (estimated: `parsed::model_bytes`) the parsed models this node
+    /// keeps for the next commit of the same table or view may take (0: off).
     pub commit_cache_bytes: usize,
 }
 
@@ -116,7 +116,7 @@ impl Default for CatalogSettings {
             events: true,
             drop_retention: Duration::from_secs(7 * 86_400),
             purge_batch_files: 10_000,
-            commit_cache_bytes: 16 << 20,
+            commit_cache_bytes: 32 << 20,
         }
     }
 }

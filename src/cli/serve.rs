@@ -64,9 +64,10 @@ pub struct ServeArgs {
     /// moved.
     #[arg(long, env = "FLOE_METADATA_CACHE_MIB", default_value_t = 64)]
     pub metadata_cache_mib: usize,
-    /// MiB of documents whose parsed models a node keeps for the next commit of the same
-    /// table or view (0: off): that commit then parses nothing.
-    #[arg(long, env = "FLOE_COMMIT_CACHE_MIB", default_value_t = 16)]
+    /// MiB of memory (estimated from the documents and their schemas) that the parsed
+    /// models a node keeps for the next commit of the same table or view may take (0: off):
+    /// that commit then parses nothing.
+    #[arg(long, env = "FLOE_COMMIT_CACHE_MIB", default_value_t = 32)]
     pub commit_cache_mib: usize,
     /// PostgreSQL URL (postgres://user:pass@host:port/db) to keep the catalog in, instead
     /// of the embedded store; several nodes can share one database.
