@@ -90,6 +90,8 @@ impl Model {
     fn cost(&self, document_len: usize) -> usize {
         let (model, properties, fields) = match self {
             Model::Table(kept) => {
+                // An entry's text: its file's location, and about 50 bytes of
+                // `{"timestamp-ms":…,"metadata-file":""}` around it.
                 let log_text = kept.model.metadata_log().iter();
                 let log_text = log_text.map(|entry| entry.metadata_file.len() + 50).sum();
                 let schemas = schema_fields(kept.model.schemas_iter());
