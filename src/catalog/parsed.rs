@@ -166,7 +166,7 @@ impl ParsedCache<Model> {
     }
 
     /// Keeps `model`, the parsed form of `document` as written to `location`, counting
-    /// the properties' text it holds too.
+    /// its estimated memory and the text kept beside it (`Model::cost`).
     pub(super) fn keep(&self, location: &str, document: &str, model: Model) {
         let cost = model.cost(document.len());
         self.put(location, document, model, cost);
