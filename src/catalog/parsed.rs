@@ -88,23 +88,21 @@ impl Model {
     /// The memory the entry holds, for the budget: the model's estimate and the text kept
     /// beside it.
     fn cost(&self, document_len: usize) -> usize {
-        let (model, properties, fields) = match self {
+        let (schemas, log_text, properties, fields) = match self {
             Model::Table(kept) => {
                 // An entry's text: its file's location, and about 50 bytes of
                 // `{"timestamp-ms":…,"metadata-file":""}` around it.
-                let log_text = kept.model.metadata_log().iter();
-                let log_text = log_text.map(|entry| entry.metadata_file.len() + 50).sum();
+                let log = kept.model.metadata_log().iter();
+                let log_text = log.map(|entry| entry.metadata_file.len() + 50).sum();
                 let schemas = schema_fields(kept.model.schemas_iter());
-                let model = model_bytes(document_len, schemas, log_text);
-                (model, &kept.properties, &kept.fields)
+                (schemas, log_text, &kept.properties, &kept.fields)
             }
             Model::View(kept) => {
                 let schemas = schema_fields(kept.model.schemas_iter());
-                let model = model_bytes(document_len, schemas, 0);
-                (model, &kept.properties, &kept.fields)
+                (schemas, 0, &kept.properties, &kept.fields)
             }
         };
-        model
+        model_bytes(document_len, schemas, log_text)
             + properties.as_ref().map_or(0, MapText::size)
             + fields.as_ref().map_or(0, Fields::size)
     }
@@ -467,8 +465,21 @@ mod estimate_tests {
         .to_string()
     }
 
-    /// The estimate is never below what a model holds, nor more than twice it.
-    fn check(what: &str, document: &str, real: usize, estimate: usize) {
+    /// The estimate of `document`'s model (`wrap` makes it a `Model`) is never below what
+    /// the model holds, nor more than twice it.
+    fn check<M: serde::de::DeserializeOwned>(
+        what: &str,
+        document: &str,
+        wrap: fn(Box<Kept<M>>) -> Model,
+    ) {
+        let parse = |text: &str| serde_json::from_str::<M>(text).unwrap();
+        let real = held(document, parse);
+        let model = wrap(Box::new(Kept {
+            model: parse(document),
+            properties: None,
+            fields: None,
+        }));
+        let estimate = model.cost(document.len());
         assert!(
             real <= estimate && estimate <= 2 * real,
             "{what} ({} bytes of text): model {real} bytes, estimated {estimate}",
@@ -491,28 +502,13 @@ mod estimate_tests {
             (2, 0, 0, 200),
         ];
         for (columns, snapshots, log, props) in shapes {
-            let document = table(columns, snapshots, log, props);
-            let parse = |text: &str| serde_json::from_str::<TableMetadata>(text).unwrap();
-            let real = held(&document, parse);
-            let model = Model::Table(Box::new(Kept {
-                model: parse(&document),
-                properties: None,
-                fields: None,
-            }));
             let what = format!("table {columns}c {snapshots}s {log}l {props}p");
-            check(&what, &document, real, model.cost(document.len()));
+            let document = table(columns, snapshots, log, props);
+            check::<TableMetadata>(&what, &document, Model::Table);
         }
         for (columns, versions, props) in [(2, 1, 0), (20, 1, 5), (5, 50, 0), (300, 10, 0)] {
-            let document = view(columns, versions, props);
-            let parse = |text: &str| serde_json::from_str::<ViewMetadata>(text).unwrap();
-            let real = held(&document, parse);
-            let model = Model::View(Box::new(Kept {
-                model: parse(&document),
-                properties: None,
-                fields: None,
-            }));
             let what = format!("view {columns}c {versions}v {props}p");
-            check(&what, &document, real, model.cost(document.len()));
+            check::<ViewMetadata>(&what, &view(columns, versions, props), Model::View);
         }
     }
 }
