@@ -10,6 +10,10 @@
 # is stopped first) brings the broker back on the same data: topics, their records and
 # committed consumer offsets survive a stop and start, which is how a test restarts the
 # broker mid-run. stop leaves DIR alone: the caller deletes it when done.
+# A caller that restarts the broker should give a PORT outside the kernel's ephemeral
+# range (tests/support/ports.py): while the broker is down, any outgoing connection may
+# get an ephemeral PORT as its local port, and then the broker cannot bind it (start
+# then fails at once, saying so, instead of retrying).
 #
 # The first start on DIR formats DIR/data (the log dir, which also holds the KRaft
 # metadata log) with a random cluster id; later starts find it formatted and keep it.
@@ -233,6 +237,12 @@ case "$cmd" in
         exit 0
       fi
       stop_server
+      # PORT itself taken by a socket that does not listen (an outgoing connection's
+      # local port, or its TIME_WAIT: the kernel hands out ports of its ephemeral range
+      # for those) will not come free by trying again soon.
+      if tail -n "+$log_from" "$dir/kafka.log" | grep -qF "failed to bind to 127.0.0.1:$port:"; then
+        break
+      fi
       if ((attempt < 3)) && tail -n "+$log_from" "$dir/kafka.log" | grep -q 'BindException' \
         && ! service_port_open 127.0.0.1 "$port"; then
         rm -f "$dir/controller-port"
@@ -241,6 +251,10 @@ case "$cmd" in
       break
     done
     service_fail "$dir/kafka.log" "Kafka did not come up on 127.0.0.1:$port"
+    # The log ends in the shutdown that followed: its first errors say why, last here so
+    # that a caller showing only the end of this output shows them.
+    echo "first errors of this start:" >&2
+    tail -n "+$log_from" "$dir/kafka.log" | grep -m5 -E ' ERROR |Exception' >&2 || true
     exit 1
     ;;
   stop)

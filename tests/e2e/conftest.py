@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -27,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # tests/support: helpers shared with tests/engines (the S3 server).
 if str(ROOT / "tests/support") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests/support"))
+from ports import free_port, restartable_port  # noqa: E402,F401
 from s3 import S3Server, S3ServerError, start_s3_server, stop_s3_server  # noqa: E402,F401
 HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
 HEALTH_PATH = os.environ.get("FLOE_HEALTH_PATH", "/readyz")
@@ -51,12 +51,6 @@ def floe_bin() -> Path:
         % ", ".join(str(p) for p in candidates),
         pytrace=False,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fresh_database() -> str | None:

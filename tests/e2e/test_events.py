@@ -43,7 +43,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog import load_catalog
 
-from conftest import ROOT, ApiClient, FloeServer, access_token, free_port
+from conftest import ROOT, ApiClient, FloeServer, access_token, free_port, restartable_port
 
 MGMT = "/api/management/v1"
 ROOT_PRINCIPAL = "root"
@@ -1309,12 +1309,14 @@ def run_script(script: str, *args: str, timeout: float = 600) -> str:
 
 class Broker:
     """A broker started by the project's script, on a fixed port and directory so that
-    it can be stopped and started again on the same data."""
+    it can be stopped and started again on the same data. The port is outside the
+    kernel's ephemeral range, so that no client socket takes it while the broker is down
+    (tests/support/ports.py)."""
 
     def __init__(self, script: str, work: Path):
         self.script = script
         self.work = work
-        self.port = free_port()
+        self.port = restartable_port()
         self.address = ""
 
     def start(self) -> "Broker":

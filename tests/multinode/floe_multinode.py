@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ PG_SCRIPT = ROOT / "scripts" / "pg-cluster.sh"
 # tests/support: helpers shared with tests/e2e and tests/engines (the S3 server).
 if str(ROOT / "tests/support") not in sys.path:
     sys.path.insert(0, str(ROOT / "tests/support"))
+from ports import free_port, restartable_port  # noqa: E402,F401
 from s3 import S3Server, S3ServerError, start_s3_server, stop_s3_server  # noqa: E402
 HEALTH_TIMEOUT = float(os.environ.get("FLOE_HEALTH_TIMEOUT", "60"))
 LOG_FILTER = os.environ.get(
@@ -168,12 +168,6 @@ def pg_ensure_up(timeout: float = 60.0) -> None:
             return
         time.sleep(0.5)
     raise AssertionError("PostgreSQL did not come back up")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------------------------------

@@ -43,7 +43,8 @@ import requests
 import event_checker as ec
 from event_checker import ACK, REJECTED, UNKNOWN, Expect, Req
 from floe_multinode import (LOG_FILTER, ROOT_CLIENT_ID, ROOT_SECRET, Cluster, Node, fetch_token,
-                            floe_bin, free_port, live_nodes, ns_path, simple_schema)
+                            floe_bin, free_port, live_nodes, ns_path, restartable_port,
+                            simple_schema)
 
 LEASE_S = 2
 RUN_S = float(os.environ.get("FLOE_EVCHK_SECONDS", "26"))
@@ -71,7 +72,8 @@ def broker(request):
     """A fresh broker (its own directory and port) for one test; stopped afterwards."""
     kind = request.param
     directory = Path(tempfile.mkdtemp(prefix=f"floe-evchk-{kind}."))
-    b = ec.BROKERS[kind](directory, free_port())
+    # (stopped and started again on its port mid-run: see tests/support/ports.py)
+    b = ec.BROKERS[kind](directory, restartable_port())
     try:
         b.start()
     except AssertionError as e:
