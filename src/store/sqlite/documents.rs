@@ -4,14 +4,15 @@
 //! A commit's document goes into the WAL, is fsynced, and is copied again by the next
 //! checkpoint; the one it replaces is read back to free its pages. Uncompressed, a table
 //! with a full metadata log (about 30 KB) took eight overflow pages, and pages were what
-//! the commit thread spent its time on. zstd at its fast level -3 makes such a document
-//! about a fifth of that (about 30 µs of work on 30 KB on a 2.5 GHz Xeon), on the caller's
-//! thread before the batch is queued ([`pack_batch`]), never on the commit thread.
+//! the commit thread spent its time on. Compressed, it takes two, on the caller's thread
+//! before the batch is queued ([`pack_batch`]), never on the commit thread.
 //!
 //! The column's type says which form a value has: TEXT is the document itself (every
-//! document written before this, and small ones), a BLOB a zstd frame of it. Readers take
-//! either through [`Document`]; SQL that copies a value (the file journal's triggers)
-//! copies the form with it.
+//! document written before packing began, and small ones), a BLOB a packed one. A BLOB is
+//! either an lz4 block behind a header of Floe's own ([`LZ4_MAGIC`] and the text's
+//! length: what is written now) or a zstd frame (written before; its magic number tells
+//! it apart). Readers take any form through [`Document`]; SQL that copies a value (the
+//! file journal's triggers) copies the form with it. Nothing is migrated.
 
 use std::cell::RefCell;
 
@@ -27,15 +28,20 @@ use crate::store::{Mutation, WriteBatch};
 /// room for the row's other columns.
 const PACK_FROM: usize = 3072;
 
-/// One of zstd's fast (negative) levels. On a table with a full metadata log (31 KB) in
-/// the 50/50 mix, on a 2.5 GHz Xeon: level 1 packs to 3.8 KB at 540 MB/s (57 µs, a tenth
-/// of the server's CPU in that mix), -3 to 6.7 KB at 990 MB/s, -5 to 7.9 KB barely
-/// faster. -3 costs one more overflow page per table row (two, not one) and served 2.4%
-/// more requests with 4.6% less CPU each (`bench/ab-together.sh`, 4 runs; BENCHMARKS.md).
-/// Frames of any level read alike, so rows packed at level 1 stay readable.
-const LEVEL: i32 = -3;
+/// The header of an lz4-packed value: these four bytes, then the text's length (u32,
+/// little-endian), then one lz4 block. A zstd frame starts with `28 b5 2f fd`, so the two
+/// never read as each other. Why lz4 and not zstd: on a 54 KB table document (2.5 GHz
+/// Xeon), zstd at its fast level -3 packed to 11.8 KB in 47-63 µs, lz4 to 13.4 KB in
+/// 28-33 µs (a 72 KB view: 14.2 KB in 77-84 µs against 17.0 KB in 37-42 µs), and packing
+/// was 7.5% of the server's CPU in the 50/50 mix; lz4 took about 4% off the CPU per
+/// request there (BENCHMARKS.md).
+const LZ4_MAGIC: [u8; 4] = *b"FLZ4";
 
-/// A document as bound for the `metadata` column: the text, or its zstd frame.
+/// The largest text an lz4 header may declare: a length beyond it is damage, not a
+/// document (the request body limit keeps documents far smaller).
+const LZ4_MAX_TEXT: usize = 1 << 30;
+
+/// A document as bound for the `metadata` column: the text, or its packed form.
 #[derive(Debug)]
 pub(super) enum Stored<'a> {
     Text(&'a str),
@@ -64,25 +70,47 @@ pub(super) fn pack_batch(batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
     }
 }
 
-/// `text`'s zstd frame, if it is worth packing.
+/// `text` packed (header and lz4 block), if it is worth packing.
 fn pack(text: &str) -> Option<Vec<u8>> {
-    thread_local! {
-        // A context per thread: making one costs more than packing a small document.
-        static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> =
-            const { RefCell::new(None) };
-    }
-    if text.len() <= PACK_FROM {
+    if text.len() <= PACK_FROM || text.len() > LZ4_MAX_TEXT {
         return None;
     }
-    COMPRESSOR.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        if cell.is_none() {
-            *cell = zstd::bulk::Compressor::new(LEVEL).ok();
-        }
-        // Any failure (none is expected) keeps the text: both forms are valid.
-        let frame = cell.as_mut()?.compress(text.as_bytes()).ok()?;
-        (frame.len() < text.len()).then_some(frame)
-    })
+    let header = LZ4_MAGIC.len() + 4;
+    let mut out = vec![0; header + lz4_flex::block::get_maximum_output_size(text.len())];
+    out[..4].copy_from_slice(&LZ4_MAGIC);
+    out[4..header].copy_from_slice(&(text.len() as u32).to_le_bytes());
+    // Any failure (none is expected: the buffer holds the worst case) keeps the text:
+    // both forms are valid.
+    let len = lz4_flex::block::compress_into(text.as_bytes(), &mut out[header..]).ok()?;
+    out.truncate(header + len);
+    (out.len() < text.len()).then_some(out)
+}
+
+/// `packed` (an lz4 value or a zstd frame) unpacked.
+fn unpack(packed: &[u8]) -> std::io::Result<Vec<u8>> {
+    match packed.split_first_chunk::<4>() {
+        Some((magic, rest)) if *magic == LZ4_MAGIC => unpack_lz4(rest),
+        _ => unpack_zstd(packed),
+    }
+}
+
+fn unpack_lz4(rest: &[u8]) -> std::io::Result<Vec<u8>> {
+    let damaged =
+        |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let (len, block) = rest
+        .split_first_chunk::<4>()
+        .ok_or_else(|| damaged("lz4 value cut short"))?;
+    let len = u32::from_le_bytes(*len) as usize;
+    if len > LZ4_MAX_TEXT {
+        return Err(damaged("lz4 value declares an impossible length"));
+    }
+    let mut out = vec![0; len];
+    let written = lz4_flex::block::decompress_into(block, &mut out)
+        .map_err(|e| damaged(&format!("lz4 value damaged: {e}")))?;
+    if written != len {
+        return Err(damaged("lz4 value shorter than it declares"));
+    }
+    Ok(out)
 }
 
 /// The most bytes a frame is unpacked into at once (a buffer of its recorded size).
@@ -90,10 +118,10 @@ fn pack(text: &str) -> Option<Vec<u8>> {
 /// nothing, goes through the streaming decoder, which grows its buffer as it reads.
 const UNPACK_AT_ONCE: u64 = 16 << 20;
 
-/// `frame` unpacked. One decompression context per thread, and a buffer of the size the
-/// frame records: making a context and growing a buffer cost as much as the unpacking
-/// (the commit thread unpacks a namespace's properties on every update of them).
-fn unpack(frame: &[u8]) -> std::io::Result<Vec<u8>> {
+/// A zstd `frame` (as written before lz4) unpacked. One decompression context per
+/// thread, and a buffer of the size the frame records: making a context and growing a
+/// buffer cost as much as the unpacking.
+fn unpack_zstd(frame: &[u8]) -> std::io::Result<Vec<u8>> {
     thread_local! {
         static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> =
             const { RefCell::new(None) };
@@ -165,17 +193,23 @@ mod tests {
             .unwrap()
             .0
         };
-        // A frame that does not record its size (a streaming encoder's) reads back too.
+        assert_eq!(&frame[..4], b"FLZ4");
+        // zstd frames, as written before lz4, read back: one that records its size (as
+        // Floe's were) and one that does not (a streaming encoder's).
+        let zstd_frame = zstd::bulk::compress(large.as_bytes(), -3).unwrap();
+        conn.execute("INSERT INTO t VALUES (3, ?1)", [&zstd_frame])
+            .unwrap();
         let unsized_frame = zstd::stream::encode_all(large.as_bytes(), 1).unwrap();
         assert!(matches!(
             zstd::zstd_safe::get_frame_content_size(&unsized_frame),
             Ok(None)
         ));
-        conn.execute("INSERT INTO t VALUES (3, ?1)", [&unsized_frame])
+        conn.execute("INSERT INTO t VALUES (4, ?1)", [&unsized_frame])
             .unwrap();
         assert_eq!(read(1), small);
         assert_eq!(read(2), large);
         assert_eq!(read(3), large);
+        assert_eq!(read(4), large);
         // The declared TEXT affinity leaves a BLOB a BLOB.
         let kind: String = conn
             .query_row("SELECT typeof(metadata) FROM t WHERE k = 2", [], |r| {
@@ -191,10 +225,22 @@ mod tests {
         let conn = Connection::open_in_memory().unwrap();
         let read = conn.query_row("SELECT x'28b52ffd00'", [], |r| r.get::<_, Document>(0));
         assert!(read.is_err());
-        // A frame cut short still records the whole size: the unpacking notices.
+        // A value cut short still records the whole length: the unpacking notices.
         let frame = pack(&"{\"k\":\"abcdefgh\"}".repeat(400)).unwrap();
-        let cut = &frame[..frame.len() - 4];
-        let read = conn.query_row("SELECT ?1", [cut], |r| r.get::<_, Document>(0));
-        assert!(read.is_err());
+        let read_blob =
+            |blob: &[u8]| conn.query_row("SELECT ?1", [blob], |r| r.get::<_, Document>(0));
+        assert!(read_blob(&frame).is_ok());
+        assert!(read_blob(&frame[..frame.len() - 4]).is_err());
+        // A header alone, a header cut short, an impossible length, a block that makes
+        // fewer bytes than declared, or a different text length.
+        assert!(read_blob(b"FLZ4").is_err());
+        assert!(read_blob(b"FLZ4\x01\x00").is_err());
+        assert!(read_blob(b"FLZ4\xff\xff\xff\xff\x10a").is_err());
+        let mut longer = frame.clone();
+        longer[4..8].copy_from_slice(&(6400u32 + 1).to_le_bytes());
+        assert!(read_blob(&longer).is_err());
+        let mut shorter = frame.clone();
+        shorter[4..8].copy_from_slice(&(6400u32 - 1).to_le_bytes());
+        assert!(read_blob(&shorter).is_err());
     }
 }

@@ -11,8 +11,8 @@
 //! - `group.rs`: group commit: concurrent write batches share one transaction and its
 //!   fsyncs, each in its own savepoint.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
-//! - `documents.rs`: metadata documents and namespace properties past 2 KiB kept
-//!   zstd-packed, read in either form.
+//! - `documents.rs`: metadata documents and namespace properties past 3 KiB kept
+//!   packed (lz4; zstd before), read in any form.
 //! - `outbox.rs`: change events (appended by `apply`, read back) and relay leases.
 //! - `dropped.rs`: dropped tables and views kept for undrop, and purges still to finish.
 //! - `journal.rs`: the text of new metadata files not yet synced (`--fsync-journal`).
