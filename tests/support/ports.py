@@ -1,5 +1,5 @@
-"""Loopback ports for the test servers, shared by the suites that put tests/support on
-their path (tests/e2e, tests/engines, tests/multinode).
+"""Loopback ports for the test servers, shared by tests/e2e and tests/multinode
+(tests/engines keeps a `free_port` of its own that never hands out a port twice).
 
     free_port()          # any free port: the kernel's pick, for a server started once
     restartable_port()   # a free port that no client socket can take while the server
