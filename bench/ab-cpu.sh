@@ -22,6 +22,11 @@
 set -euo pipefail
 OLD=${1:?old binary}
 NEW=${2:?new binary}
+# Two copies of one build make an A/A run: say so, since its ratios then measure only
+# the noise (BENCHMARKS.md, "Documents packed with lz4", reported one such run as an A/B).
+if cmp -s "$OLD" "$NEW"; then
+  echo "note: $OLD and $NEW are the same file contents: this is an A/A run" >&2
+fi
 RUNS=${3:-3}
 RATIO=${4:-0.5}
 WARM=${WARM:-20}
