@@ -3,7 +3,9 @@
 //! One writer connection serialises writes (SQLite allows one writer at a time anyway);
 //! reads use a small pool of connections that see the last committed state without
 //! blocking the writer. `synchronous=FULL` makes every acknowledged write durable against
-//! power loss as well as process death.
+//! power loss as well as process death. SQLite's syncs are `fdatasync`s
+//! (`HAVE_FDATASYNC`, set for the bundled build in `.cargo/config.toml`), which write
+//! what reading the data back needs, the file's size included, but not its timestamps.
 //!
 //! - `mod.rs`: connections, schema, reads and the `Store` impl.
 //! - `cache.rs`: current table and view pointers kept in memory for loads, valid because
