@@ -258,11 +258,12 @@ fn body_text(
     if let Some(name) = catalog {
         data.push(("catalog", Field::Text(name)));
     }
+    let replaceable = data.len();
     for (key, value) in &draft.data {
         if OURS.contains(&key.as_str()) {
             continue;
         }
-        match data.iter_mut().take(2).find(|(k, _)| *k == key) {
+        match data[..replaceable].iter_mut().find(|(k, _)| *k == key) {
             Some(slot) => slot.1 = Field::Value(value),
             None => data.push((key, Field::Value(value))),
         }
@@ -393,11 +394,9 @@ mod tests {
         catalog: Option<&str>,
         count: usize,
         id: &str,
+        time: &str,
         draft: &Draft,
     ) -> String {
-        let time = chrono::DateTime::from_timestamp_millis(origin.time_ms)
-            .unwrap()
-            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let mut data = Map::new();
         data.insert("operation-type".into(), draft.operation.as_str().into());
         if let Some(name) = catalog {
@@ -445,15 +444,13 @@ mod tests {
                 .with("zz", json!(null))
                 .with("aa", 1.5),
         ];
+        let time = "2023-11-14T22:13:20.123Z";
         for catalog in [Some("cat"), Some("c/\"d\""), None] {
             for (i, draft) in drafts.iter().enumerate() {
-                let time = chrono::DateTime::from_timestamp_millis(origin.time_ms)
-                    .unwrap()
-                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
                 let id = format!("id-{i}");
                 assert_eq!(
-                    body_text(&origin, catalog, 5, &id, &time, draft),
-                    body_by_map(&origin, catalog, 5, &id, draft),
+                    body_text(&origin, catalog, 5, &id, time, draft),
+                    body_by_map(&origin, catalog, 5, &id, time, draft),
                     "draft {i}, catalog {catalog:?}"
                 );
             }
