@@ -70,20 +70,48 @@ pub(super) fn pack_batch(batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
     }
 }
 
+/// Largest worst-case lz4 output kept in a thread's scratch buffer between packs: a
+/// table document with a full metadata log needs about 35 KB; a rare larger one gets a
+/// buffer of its own rather than holding megabytes on a thread for good.
+const SCRATCH_MAX: usize = 1 << 20;
+
 /// `text` packed (header and lz4 block), if it is worth packing.
+///
+/// The block is compressed into a per-thread scratch buffer, then copied into a value of
+/// its own size. lz4_flex wants an initialised output of the worst-case size (110% of the
+/// text): a fresh one per pack is zeroed first, which cost more than copying the packed
+/// result (a third to a half of the text) out of a buffer zeroed once.
 fn pack(text: &str) -> Option<Vec<u8>> {
+    thread_local! {
+        static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    }
     if text.len() <= PACK_FROM || text.len() > LZ4_MAX_TEXT {
         return None;
     }
-    let header = LZ4_MAGIC.len() + 4;
-    let mut out = vec![0; header + lz4_flex::block::get_maximum_output_size(text.len())];
-    out[..4].copy_from_slice(&LZ4_MAGIC);
-    out[4..header].copy_from_slice(&(text.len() as u32).to_le_bytes());
-    // Any failure (none is expected: the buffer holds the worst case) keeps the text:
-    // both forms are valid.
-    let len = lz4_flex::block::compress_into(text.as_bytes(), &mut out[header..]).ok()?;
-    out.truncate(header + len);
-    (out.len() < text.len()).then_some(out)
+    let worst = lz4_flex::block::get_maximum_output_size(text.len());
+    let with_block = |block: &mut [u8]| -> Option<Vec<u8>> {
+        // Any failure (none is expected: the buffer holds the worst case) keeps the text:
+        // both forms are valid.
+        let len = lz4_flex::block::compress_into(text.as_bytes(), block).ok()?;
+        let header = LZ4_MAGIC.len() + 4;
+        if header + len >= text.len() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(header + len);
+        out.extend_from_slice(&LZ4_MAGIC);
+        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        out.extend_from_slice(&block[..len]);
+        Some(out)
+    };
+    if worst > SCRATCH_MAX {
+        return with_block(&mut vec![0; worst]);
+    }
+    SCRATCH.with_borrow_mut(|scratch| {
+        if scratch.len() < worst {
+            scratch.resize(worst, 0);
+        }
+        with_block(&mut scratch[..worst])
+    })
 }
 
 /// `packed` (an lz4 value or a zstd frame) unpacked.
@@ -161,7 +189,7 @@ impl FromSql for Document {
 
 #[cfg(test)]
 mod tests {
-    use super::{pack, Document, PACK_FROM};
+    use super::{pack, unpack, Document, PACK_FROM, SCRATCH_MAX};
     use rusqlite::Connection;
 
     #[test]
@@ -218,6 +246,30 @@ mod tests {
             .unwrap();
         assert_eq!(kind, "blob");
         assert!(large.len() > PACK_FROM);
+    }
+
+    /// One thread's scratch buffer serves every pack: a smaller document packed after a
+    /// larger one (the buffer still holding the larger one's block) reads back as itself,
+    /// and so does one too large for the scratch buffer.
+    #[test]
+    fn packs_on_one_thread_do_not_leak_into_each_other() {
+        let doc = |n: usize, tag: &str| {
+            let entries: Vec<String> = (0..n)
+                .map(|i| format!("{{\"{tag}-{i}\":\"file:///wh/t/metadata/{i:05}-{tag}.json\"}}"))
+                .collect();
+            format!("[{}]", entries.join(","))
+        };
+        let large = doc(2_000, "large");
+        let small = doc(80, "small");
+        let huge = doc(25_000, "huge");
+        assert!(small.len() > PACK_FROM);
+        assert!(lz4_flex::block::get_maximum_output_size(huge.len()) > SCRATCH_MAX);
+        for text in [&large, &small, &huge, &small, &large] {
+            let packed = pack(text).expect("packed");
+            assert!(packed.len() < text.len());
+            let back = unpack(&packed).expect("unpacked");
+            assert_eq!(std::str::from_utf8(&back).unwrap(), text.as_str());
+        }
     }
 
     #[test]
