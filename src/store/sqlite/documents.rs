@@ -80,7 +80,7 @@ const SCRATCH_MAX: usize = 1 << 20;
 /// The block is compressed into a per-thread scratch buffer, then copied into a value of
 /// its own size. lz4_flex wants an initialised output of the worst-case size (110% of the
 /// text): a fresh one per pack is zeroed first, which cost more than copying the packed
-/// result (a third to a half of the text) out of a buffer zeroed once.
+/// result (about a quarter of a metadata document) out of a buffer zeroed once.
 fn pack(text: &str) -> Option<Vec<u8>> {
     thread_local! {
         static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
