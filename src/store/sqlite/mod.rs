@@ -19,6 +19,7 @@
 //! - `dropped.rs`: dropped tables and views kept for undrop, and purges still to finish.
 //! - `journal.rs`: the text of new metadata files not yet synced (`--fsync-journal`).
 //! - `schema.rs`: the schema's migrations, and applying them.
+//! - `wal_buffer.rs`: the writer's VFS, which writes a commit's WAL frames in one call.
 
 mod cache;
 mod documents;
@@ -27,6 +28,7 @@ mod group;
 mod journal;
 mod outbox;
 mod schema;
+mod wal_buffer;
 mod writes;
 
 pub use journal::JournalMarks;
@@ -126,14 +128,29 @@ fn lock_exclusively(file: std::fs::File, path: &Path) -> anyhow::Result<std::fs:
     }
 }
 
+/// A reader's connection (the writer's is `open_writer`).
 fn open_connection(path: &Path) -> anyhow::Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .with_context(|| format!("opening {}", path.display()))?;
+    let conn = Connection::open_with_flags(path, open_flags())
+        .with_context(|| format!("opening {}", path.display()))?;
+    configure(conn)
+}
+
+/// The writer's connection: its WAL writes go through `wal_buffer`, a commit's frames in
+/// one write instead of two per frame.
+fn open_writer(path: &Path) -> anyhow::Result<Connection> {
+    let vfs = wal_buffer::register()?;
+    let conn = Connection::open_with_flags_and_vfs(path, open_flags(), vfs)
+        .with_context(|| format!("opening {}", path.display()))?;
+    configure(conn)
+}
+
+fn open_flags() -> OpenFlags {
+    OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+}
+
+fn configure(conn: Connection) -> anyhow::Result<Connection> {
     // `temp_store = MEMORY`: each batch of a commit group runs in a savepoint, which
     // keeps the original of every page it changes in a sub-journal. In memory, that is a
     // copy; in a temporary file (the default past 64 KiB) it was a `pwrite` per page, 5%
@@ -172,7 +189,7 @@ impl SqliteStore {
     /// memory for loads. Fails if another process has the database open.
     pub fn open_with_cache(path: &Path, cache_bytes: usize) -> anyhow::Result<Self> {
         let exclusive = Exclusive::acquire(path, cache_bytes)?;
-        let mut conn = open_connection(path)?;
+        let mut conn = open_writer(path)?;
         migrate(&mut conn)?;
         let writer = Arc::new(Mutex::new(conn));
         Ok(SqliteStore {
