@@ -162,8 +162,9 @@ unsafe fn inner(file: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_method
     &*(*extra(file)).inner
 }
 
-/// Writes the buffer to the file, in as few calls as `WRITE_MAX` allows; empties it whatever the outcome (a failed
-/// write fails the transaction, which SQLite then rolls back).
+/// Writes the buffer to the file, in as few calls as `WRITE_MAX` allows; empties it
+/// whatever the outcome (a failed write fails the transaction, which SQLite then rolls
+/// back, and the WAL's frames past its last commit are never read).
 unsafe fn flush(file: *mut ffi::sqlite3_file) -> c_int {
     let pending = &mut *(*extra(file)).buffer;
     if pending.bytes.is_empty() {
