@@ -171,9 +171,10 @@ impl ParsedCache<Model> {
 }
 
 /// The hash an entry's document is recognised by: xxh3, vectorised. The ETags' fold
-/// (`stable_hash`) takes one word at a time through a chain of dependent multiplies, and
-/// a commit's two calls over its documents were 1.4% of the server's samples in the 50/50
-/// mix (BENCHMARKS.md). Never stored or sent, so it may change with a build.
+/// (`stable_hash::fold_words`) takes one word at a time through a chain of dependent
+/// multiplies, and a commit's two calls over its documents were 1.4% of the server's
+/// samples in the 50/50 mix (BENCHMARKS.md). Never stored or sent, so it may change with
+/// a build.
 fn document_hash(document: &str) -> u64 {
     twox_hash::XxHash3_64::oneshot(document.as_bytes())
 }

@@ -25,8 +25,8 @@ use rusqlite::ffi;
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::OnceLock;
 
-/// The name the writer connection opens its database with.
-pub const VFS_NAME: &CStr = c"floe-wal-buffer";
+/// The name the writer connection opens its database with (`register` returns it).
+const VFS_NAME: &CStr = c"floe-wal-buffer";
 
 /// Past this, the buffer is written out before it grows: a commit group writes ~250 KB,
 /// a migration can write far more.
