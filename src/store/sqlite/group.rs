@@ -28,6 +28,7 @@ use tokio::sync::oneshot;
 use super::cache::{ObjectCache, Touched};
 use super::documents;
 use super::journal::{self, JournalMarks};
+use super::slice;
 use super::writes;
 use crate::store::{Applied, StoreError, StoreResult, WriteBatch, WriteTicket};
 
@@ -57,7 +58,17 @@ impl GroupCommitter {
         let (queue, jobs) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("floe-sqlite-commit".into())
-            .spawn(move || run(&writer, &cache, &journal, &jobs))?;
+            .spawn(move || {
+                // Each write waits on this thread: it should get a core soon after it
+                // wakes, without taking a larger share of the CPU (`slice.rs`).
+                if !slice::ask_for_short_slice() {
+                    tracing::debug!(
+                        "the commit thread keeps the default scheduler slice: {}",
+                        std::io::Error::last_os_error()
+                    );
+                }
+                run(&writer, &cache, &journal, &jobs)
+            })?;
         Ok(GroupCommitter { queue })
     }
 

@@ -28,6 +28,7 @@ mod group;
 mod journal;
 mod outbox;
 mod schema;
+mod slice;
 mod wal_buffer;
 mod writes;
 
