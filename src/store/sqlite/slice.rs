@@ -11,49 +11,48 @@
 //! `sched_runtime` of `sched_setattr(2)` under `SCHED_OTHER`, from 0.1 ms to 100 ms. A
 //! shorter slice gives an earlier virtual deadline, so a waking thread is picked (and may
 //! preempt the running one) sooner, while its share of the CPU (its weight, set by nice)
-//! is unchanged. Any thread may set its own, without privileges. Older kernels accept
-//! the field and ignore it; a kernel or sandbox that refuses the call leaves the thread
-//! as it was, which is only slower.
+//! is unchanged. Any thread may set its own, without privileges. On older kernels the
+//! request has no effect, and a kernel or sandbox that refuses the call leaves the thread
+//! as it was: either way the commit thread is only slower to get a core, as before.
 
 /// The slice asked for: EEVDF's shortest (it clamps shorter requests to 0.1 ms).
 pub(super) const SLICE_NS: u64 = 100_000;
 
-/// `struct sched_attr` as the kernel's first version of it (`SCHED_ATTR_SIZE_VER1`, 56
-/// bytes); the `libc` crate does not define it.
+/// A `sched_attr` for the calling thread's policy, nice value and slice; the rest zero.
 #[cfg(target_os = "linux")]
-#[repr(C)]
-#[derive(Default)]
-struct SchedAttr {
-    size: u32,
-    sched_policy: u32,
-    sched_flags: u64,
-    sched_nice: i32,
-    sched_priority: u32,
-    sched_runtime: u64,
-    sched_deadline: u64,
-    sched_period: u64,
-    sched_util_min: u32,
-    sched_util_max: u32,
+fn attr(nice: i32, runtime_ns: u64) -> libc::sched_attr {
+    libc::sched_attr {
+        // The first version of the struct (`SCHED_ATTR_SIZE_VER0`), which every kernel
+        // with the call takes.
+        size: std::mem::size_of::<libc::sched_attr>() as u32,
+        sched_policy: libc::SCHED_OTHER as u32,
+        sched_flags: 0,
+        sched_nice: nice,
+        sched_priority: 0,
+        sched_runtime: runtime_ns,
+        sched_deadline: 0,
+        sched_period: 0,
+    }
 }
 
 /// Asks for a [`SLICE_NS`] slice for the calling thread, keeping `SCHED_OTHER` and its
 /// nice value. Returns whether the kernel took the request.
 #[cfg(target_os = "linux")]
 pub(super) fn ask_for_short_slice() -> bool {
-    // SAFETY: `getpriority` only reads the calling thread's nice value (0 names it).
-    // errno is not checked: -1 is a valid nice value, and on failure 0 is as good.
+    // SAFETY: `getpriority` only reads the calling thread's nice value (0 names it). It
+    // cannot fail for the calling thread, which is as well: -1 is also a nice value.
     let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-    let attr = SchedAttr {
-        size: std::mem::size_of::<SchedAttr>() as u32,
-        sched_policy: libc::SCHED_OTHER as u32,
-        sched_nice: nice,
-        sched_runtime: SLICE_NS,
-        ..SchedAttr::default()
-    };
+    let attr = attr(nice, SLICE_NS);
     // SAFETY: the kernel reads `attr.size` bytes from a live, initialised struct of that
     // size; pid 0 is the calling thread; no flags.
-    let done =
-        unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0u32) };
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            0,
+            &attr as *const libc::sched_attr,
+            0u32,
+        )
+    };
     done == 0
 }
 
@@ -67,16 +66,16 @@ mod tests {
     use super::*;
 
     /// The calling thread's attributes, as the kernel reports them.
-    fn current() -> SchedAttr {
-        let mut attr = SchedAttr::default();
+    fn current() -> libc::sched_attr {
+        let mut attr = attr(0, 0);
         // SAFETY: the kernel writes at most `size` bytes into the struct; pid 0 is the
         // calling thread.
         let done = unsafe {
             libc::syscall(
                 libc::SYS_sched_getattr,
                 0,
-                &mut attr as *mut SchedAttr,
-                std::mem::size_of::<SchedAttr>() as u32,
+                &mut attr as *mut libc::sched_attr,
+                std::mem::size_of::<libc::sched_attr>() as u32,
                 0u32,
             )
         };
