@@ -18,7 +18,10 @@
 # Each run's files are kept until the end (or until the disk runs low): ext4 without a
 # journal skips inodes freed in the last minute when it allocates one, so a run started
 # just after the last one's files were deleted spent ~7% of the server's CPU in that scan
-# (`find_inode_bit` under `openat`), more for whichever side ran second.
+# (`find_inode_bit` under `openat`), more for whichever side ran second. Deletions also
+# slow the disk for a while after them (this host mounts `/` with online `discard`):
+# hot-table commits fell from ~5,000 to ~1,700/s over back-to-back runs that each
+# deleted their files (BENCHMARKS.md, "The commit thread asks for a short scheduler slice").
 set -euo pipefail
 OLD=${1:?old binary}
 NEW=${2:?new binary}
