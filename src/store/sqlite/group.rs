@@ -61,11 +61,8 @@ impl GroupCommitter {
             .spawn(move || {
                 // Each write waits on this thread: it should get a core soon after it
                 // wakes, without taking a larger share of the CPU (`slice.rs`).
-                if !slice::ask_for_short_slice() {
-                    tracing::debug!(
-                        "the commit thread keeps the default scheduler slice: {}",
-                        std::io::Error::last_os_error()
-                    );
+                if let Err(e) = slice::ask_for_short_slice() {
+                    tracing::debug!(error = %e, "the commit thread keeps the default scheduler slice");
                 }
                 run(&writer, &cache, &journal, &jobs)
             })?;

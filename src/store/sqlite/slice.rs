@@ -16,7 +16,7 @@
 //! as it was: either way the commit thread is only slower to get a core, as before.
 
 /// The slice asked for: EEVDF's shortest (it clamps shorter requests to 0.1 ms).
-pub(super) const SLICE_NS: u64 = 100_000;
+const SLICE_NS: u64 = 100_000;
 
 /// A `sched_attr` for the calling thread's policy, nice value and slice; the rest zero.
 #[cfg(target_os = "linux")]
@@ -36,9 +36,9 @@ fn attr(nice: i32, runtime_ns: u64) -> libc::sched_attr {
 }
 
 /// Asks for a [`SLICE_NS`] slice for the calling thread, keeping `SCHED_OTHER` and its
-/// nice value. Returns whether the kernel took the request.
+/// nice value; the error is the kernel's refusal.
 #[cfg(target_os = "linux")]
-pub(super) fn ask_for_short_slice() -> bool {
+pub(super) fn ask_for_short_slice() -> std::io::Result<()> {
     // SAFETY: `getpriority` only reads the calling thread's nice value (0 names it). It
     // cannot fail for the calling thread, which is as well: -1 is also a nice value.
     let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
@@ -53,12 +53,16 @@ pub(super) fn ask_for_short_slice() -> bool {
             0u32,
         )
     };
-    done == 0
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
-pub(super) fn ask_for_short_slice() -> bool {
-    false
+pub(super) fn ask_for_short_slice() -> std::io::Result<()> {
+    Err(std::io::ErrorKind::Unsupported.into())
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -97,7 +101,7 @@ mod tests {
             // SAFETY: sets the calling thread's own nice value (0 names it).
             assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 3) }, 0);
             let before = current();
-            assert!(ask_for_short_slice(), "{}", std::io::Error::last_os_error());
+            ask_for_short_slice().expect("sched_setattr");
             let after = current();
             assert_eq!(after.sched_policy, libc::SCHED_OTHER as u32);
             assert_eq!(after.sched_nice, 3);
