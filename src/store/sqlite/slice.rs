@@ -16,6 +16,7 @@
 //! as it was: either way the commit thread is only slower to get a core, as before.
 
 /// The slice asked for: EEVDF's shortest (it clamps shorter requests to 0.1 ms).
+#[cfg(target_os = "linux")]
 const SLICE_NS: u64 = 100_000;
 
 /// A `sched_attr` for the calling thread's policy, nice value and slice; the rest zero.
