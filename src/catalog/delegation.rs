@@ -125,7 +125,10 @@ impl CatalogCache {
 
 impl Catalog {
     /// The catalog's record, from the cache when fresh.
-    async fn delegation_catalog(&self, name: &str) -> CatalogResult<std::sync::Arc<CatalogRecord>> {
+    pub(super) async fn delegation_catalog(
+        &self,
+        name: &str,
+    ) -> CatalogResult<std::sync::Arc<CatalogRecord>> {
         if let Some((at, record)) = self
             .catalog_cache
             .entries
@@ -156,7 +159,7 @@ impl Catalog {
     }
 
     /// The access level the caller has on a table's data; 403 with neither privilege.
-    fn data_access(
+    pub(super) fn data_access(
         &self,
         ctx: &RequestContext,
         catalog: &str,

@@ -19,6 +19,10 @@ pub enum Missing {
     View,
     /// A file the catalog points at is gone (e.g. deleted behind the catalog's back).
     File,
+    /// A scan plan id this server does not hold.
+    PlanId,
+    /// A plan task this table's plans did not hand out.
+    PlanTask,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +48,9 @@ pub enum CatalogError {
     Unprocessable(String),
     #[error("{0}")]
     Forbidden(String),
+    /// A valid request for something this server does not do (406).
+    #[error("{0}")]
+    Unsupported(String),
     /// No valid credentials (401).
     #[error("{0}")]
     Unauthorized(String),

@@ -17,6 +17,7 @@
 //! - `locations`: where tables and views live, and which locations are allowed.
 //! - `events`: the REST events query over the change-event outbox.
 //! - `dropped`: soft-deleted tables and views: list, undrop, purge, expire.
+//! - `scan`: server-side scan planning: which data and delete files a scan reads.
 //! - `delegation`: storage settings, vended credentials and remote signing for a
 //!   table's files, scoped by the caller's privileges.
 //! - `error`: the catalog's errors, and the one translation of store and file errors.
@@ -40,6 +41,7 @@ mod objects;
 pub mod outcome;
 pub mod pagination;
 mod parsed;
+pub mod scan;
 pub use parsed::set_self_check;
 pub mod security;
 pub mod tables;

@@ -59,6 +59,8 @@ impl From<CatalogError> for ApiError {
                     Missing::Table => "NoSuchTableException",
                     Missing::View => "NoSuchViewException",
                     Missing::File => "NotFoundException",
+                    Missing::PlanId => "NoSuchPlanIdException",
+                    Missing::PlanTask => "NoSuchPlanTaskException",
                 },
             ),
             CatalogError::AlreadyExists(_) => (S::CONFLICT, "AlreadyExistsException"),
@@ -70,6 +72,7 @@ impl From<CatalogError> for ApiError {
                 (S::UNPROCESSABLE_ENTITY, "UnprocessableEntityException")
             }
             CatalogError::Forbidden(_) => (S::FORBIDDEN, "ForbiddenException"),
+            CatalogError::Unsupported(_) => (S::NOT_ACCEPTABLE, "UnsupportedOperationException"),
             CatalogError::Unauthorized(_) => (S::UNAUTHORIZED, "NotAuthorizedException"),
             CatalogError::Unavailable(_) => (S::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
             CatalogError::Gone(_) => (S::GONE, "GoneException"),

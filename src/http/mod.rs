@@ -4,6 +4,7 @@
 //! - `config`: `GET /v1/config` and the endpoint list.
 //! - `namespaces`, `tables`, `views`: the Iceberg REST resources, served under `/v1` and
 //!   under Polaris's `/api/catalog/v1`.
+//! - `scan`: server-side scan planning (`…/plan`, `…/tasks`).
 //! - `events`: the REST events endpoint (the change-event outbox, page by page).
 //! - `management`: Polaris's management API for catalogs; `dropped`: Floe's undrop
 //!   endpoints beside it.
@@ -36,6 +37,7 @@ mod management;
 mod namespaces;
 pub mod outcome;
 mod principals;
+mod scan;
 mod tables;
 mod views;
 
@@ -102,6 +104,7 @@ fn router(state: AppState, settings: &HttpSettings) -> Router {
         let routes = namespaces::routes(routes);
         let routes = events::routes(routes);
         let routes = tables::routes(routes);
+        let routes = scan::routes(routes);
         views::routes(routes).0
     };
     let management = Routes::under("/api/management/v1");

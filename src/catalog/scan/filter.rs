@@ -1,0 +1,293 @@
+//! A scan's `filter`, from the REST spec's expression JSON to iceberg-rust's `Predicate`.
+//!
+//! Pure: the JSON and the schema the filter is bound to go in, a predicate or a message for
+//! the client's 400 comes out. iceberg-rust's own serde form of `Predicate` is not the
+//! REST one (`{"type": "eq", "term": "id", "value": 5}`), hence this translation.
+//!
+//! Literals are typed by the column they are compared with, as Java's `SingleValueParser`
+//! reads them: a date may come as `"2024-01-31"` or as days, a timestamp as ISO text or
+//! as microseconds, binary and fixed as upper-case hex. Transform terms
+//! (`{"type": "transform", ...}`) are refused: iceberg-rust's predicates take column
+//! references only, and dropping such a term would be right only outside a `not`.
+
+use iceberg::expr::{Predicate, Reference};
+use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
+use serde_json::Value;
+
+/// Translates a REST filter into a predicate over `schema`'s columns.
+pub fn predicate(
+    filter: &Value,
+    schema: &Schema,
+    case_sensitive: bool,
+) -> Result<Predicate, String> {
+    let object = filter
+        .as_object()
+        .ok_or_else(|| format!("A filter expression must be an object, not {filter}"))?;
+    let kind = match object.get("type") {
+        Some(Value::String(kind)) => kind.as_str(),
+        // Java writes `true`/`false` expressions as bare JSON booleans in some versions.
+        _ => return Err(format!("A filter expression needs a string type: {filter}")),
+    };
+    let child = |name: &str| -> Result<Predicate, String> {
+        let value = object
+            .get(name)
+            .ok_or_else(|| format!("A {kind} expression needs {name}"))?;
+        predicate(value, schema, case_sensitive)
+    };
+    match kind {
+        "true" => Ok(Predicate::AlwaysTrue),
+        "false" => Ok(Predicate::AlwaysFalse),
+        "and" => Ok(child("left")?.and(child("right")?)),
+        "or" => Ok(child("left")?.or(child("right")?)),
+        "not" => Ok(child("child")?.negate()),
+        "is-null" | "not-null" | "is-nan" | "not-nan" => {
+            let (reference, _) = column(object.get("term"), schema, case_sensitive)?;
+            Ok(match kind {
+                "is-null" => reference.is_null(),
+                "not-null" => reference.is_not_null(),
+                "is-nan" => reference.is_nan(),
+                _ => reference.is_not_nan(),
+            })
+        }
+        "lt" | "lt-eq" | "gt" | "gt-eq" | "eq" | "not-eq" | "starts-with" | "not-starts-with" => {
+            let (reference, ty) = column(object.get("term"), schema, case_sensitive)?;
+            let value = object
+                .get("value")
+                .ok_or_else(|| format!("A {kind} expression needs a value"))?;
+            let datum =
+                datum(value, &ty).map_err(|e| format!("{e} (column {})", reference.name()))?;
+            Ok(match kind {
+                "lt" => reference.less_than(datum),
+                "lt-eq" => reference.less_than_or_equal_to(datum),
+                "gt" => reference.greater_than(datum),
+                "gt-eq" => reference.greater_than_or_equal_to(datum),
+                "eq" => reference.equal_to(datum),
+                "not-eq" => reference.not_equal_to(datum),
+                "starts-with" => reference.starts_with(datum),
+                _ => reference.not_starts_with(datum),
+            })
+        }
+        "in" | "not-in" => {
+            let (reference, ty) = column(object.get("term"), schema, case_sensitive)?;
+            let values = match object.get("values") {
+                Some(Value::Array(values)) => values,
+                _ => return Err(format!("An {kind} expression needs a values array")),
+            };
+            let datums = values
+                .iter()
+                .map(|v| datum(v, &ty))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("{e} (column {})", reference.name()))?;
+            Ok(if kind == "in" {
+                reference.is_in(datums)
+            } else {
+                reference.is_not_in(datums)
+            })
+        }
+        other => Err(format!("Unknown filter expression type {other:?}")),
+    }
+}
+
+/// The column a term names, and its type; only primitive columns can be compared.
+fn column(
+    term: Option<&Value>,
+    schema: &Schema,
+    case_sensitive: bool,
+) -> Result<(Reference, PrimitiveType), String> {
+    let name = match term {
+        Some(Value::String(name)) => name,
+        Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("transform") => {
+            return Err(
+                "Transform terms in a scan filter are not supported; filter on the column".into(),
+            )
+        }
+        Some(other) => return Err(format!("A filter term must be a column name, not {other}")),
+        None => return Err("A filter expression needs a term".into()),
+    };
+    let field = if case_sensitive {
+        schema.field_by_name(name)
+    } else {
+        schema.field_by_name_case_insensitive(name)
+    }
+    .ok_or_else(|| format!("Cannot find field '{name}' in the table's schema"))?;
+    match field.field_type.as_ref() {
+        // The predicate keeps the schema's spelling, so that binding finds it whatever the
+        // case sensitivity.
+        Type::Primitive(ty) => Ok((Reference::new(field.name.clone()), ty.clone())),
+        other => Err(format!(
+            "Column {name} is a {other}, not a primitive column"
+        )),
+    }
+}
+
+/// A JSON literal as a value of the column's type.
+fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> {
+    let wrong = || format!("{value} is not a valid {ty} value");
+    let bad = |e: iceberg::Error| format!("{value} is not a valid {ty} value: {}", e.message());
+    let int = || value.as_i64().ok_or_else(wrong);
+    let text = || value.as_str().ok_or_else(wrong);
+    let hex = || -> Result<Vec<u8>, String> {
+        let s = text()?;
+        if s.len() % 2 != 0 {
+            return Err(wrong());
+        }
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| wrong()))
+            .collect()
+    };
+    Ok(match ty {
+        PrimitiveType::Boolean => Datum::bool(value.as_bool().ok_or_else(wrong)?),
+        PrimitiveType::Int => Datum::int(i32::try_from(int()?).map_err(|_| wrong())?),
+        PrimitiveType::Long => Datum::long(int()?),
+        PrimitiveType::Float => Datum::float(value.as_f64().ok_or_else(wrong)? as f32),
+        PrimitiveType::Double => Datum::double(value.as_f64().ok_or_else(wrong)?),
+        PrimitiveType::Decimal { .. } => {
+            let digits = match value {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                _ => return Err(wrong()),
+            };
+            Datum::decimal_from_str(digits)
+                .and_then(|d| d.to(&Type::Primitive(ty.clone())))
+                .map_err(bad)?
+        }
+        PrimitiveType::Date => match value {
+            Value::String(s) => Datum::date_from_str(s).map_err(bad)?,
+            _ => Datum::date(i32::try_from(int()?).map_err(|_| wrong())?),
+        },
+        PrimitiveType::Time => match value {
+            Value::String(s) => Datum::time_from_str(s).map_err(bad)?,
+            _ => Datum::time_micros(int()?).map_err(bad)?,
+        },
+        PrimitiveType::Timestamp => match value {
+            Value::String(s) => Datum::timestamp_from_str(s).map_err(bad)?,
+            _ => Datum::timestamp_micros(int()?),
+        },
+        PrimitiveType::Timestamptz => match value {
+            Value::String(s) => Datum::timestamptz_from_str(s).map_err(bad)?,
+            _ => Datum::timestamptz_micros(int()?),
+        },
+        PrimitiveType::TimestampNs => Datum::timestamp_nanos(int()?),
+        PrimitiveType::TimestamptzNs => Datum::timestamptz_nanos(int()?),
+        PrimitiveType::String => Datum::string(text()?),
+        PrimitiveType::Uuid => Datum::uuid_from_str(text()?).map_err(bad)?,
+        PrimitiveType::Fixed(_) => Datum::fixed(hex()?),
+        PrimitiveType::Binary => Datum::binary(hex()?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iceberg::spec::{NestedField, Schema};
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn schema() -> Schema {
+        Schema::builder()
+            .with_fields(vec![
+                Arc::new(NestedField::required(
+                    1,
+                    "id",
+                    Type::Primitive(PrimitiveType::Long),
+                )),
+                Arc::new(NestedField::optional(
+                    2,
+                    "day",
+                    Type::Primitive(PrimitiveType::Date),
+                )),
+                Arc::new(NestedField::optional(
+                    3,
+                    "Name",
+                    Type::Primitive(PrimitiveType::String),
+                )),
+                Arc::new(NestedField::optional(
+                    4,
+                    "small",
+                    Type::Primitive(PrimitiveType::Int),
+                )),
+            ])
+            .build()
+            .unwrap()
+    }
+
+    fn parse(filter: Value) -> Result<String, String> {
+        predicate(&filter, &schema(), true).map(|p| p.to_string())
+    }
+
+    #[test]
+    fn comparisons_and_logic() {
+        let p = parse(json!({"type": "and",
+            "left": {"type": "gt-eq", "term": "id", "value": 10},
+            "right": {"type": "not", "child": {"type": "eq", "term": "day", "value": "2024-01-31"}}}))
+        .unwrap();
+        assert!(p.contains("id >= 10"), "{p}");
+        assert!(p.contains("day"), "{p}");
+        assert_eq!(parse(json!({"type": "true"})).unwrap(), "TRUE");
+        let p = parse(json!({"type": "in", "term": "small", "values": [1, 2]})).unwrap();
+        assert!(p.contains("small IN"), "{p}");
+        assert!(parse(json!({"type": "is-null", "term": "Name"}))
+            .unwrap()
+            .contains("IS NULL"));
+    }
+
+    #[test]
+    fn days_as_numbers_and_text_agree() {
+        assert_eq!(
+            parse(json!({"type": "eq", "term": "day", "value": 19753})),
+            parse(json!({"type": "eq", "term": "day", "value": "2024-01-31"}))
+        );
+    }
+
+    #[test]
+    fn case_insensitive_names_take_the_schema_spelling() {
+        let p = predicate(
+            &json!({"type": "eq", "term": "name", "value": "x"}),
+            &schema(),
+            false,
+        );
+        assert!(p.unwrap().to_string().contains("Name"));
+        let e = parse(json!({"type": "eq", "term": "name", "value": "x"})).unwrap_err();
+        assert!(e.contains("Cannot find field 'name'"), "{e}");
+    }
+
+    #[test]
+    fn bad_filters_say_why() {
+        for (filter, wanted) in [
+            (json!([]), "must be an object"),
+            (
+                json!({"type": "between", "term": "id"}),
+                "Unknown filter expression type",
+            ),
+            (json!({"type": "eq", "term": "id"}), "needs a value"),
+            (
+                json!({"type": "eq", "term": "id", "value": "ten"}),
+                "not a valid long",
+            ),
+            (
+                json!({"type": "eq", "term": "small", "value": 5_000_000_000i64}),
+                "not a valid int",
+            ),
+            (
+                json!({"type": "lt", "term": {"type": "transform", "transform": "day", "term": "day"}, "value": 1}),
+                "Transform terms",
+            ),
+            (
+                json!({"type": "and", "left": {"type": "true"}}),
+                "needs right",
+            ),
+            (
+                json!({"type": "in", "term": "id", "values": 3}),
+                "values array",
+            ),
+            (
+                json!({"type": "eq", "term": "day", "value": "yesterday"}),
+                "not a valid date",
+            ),
+        ] {
+            let e = parse(filter.clone()).unwrap_err();
+            assert!(e.contains(wanted), "{filter}: {e}");
+        }
+    }
+}

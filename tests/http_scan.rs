@@ -1,0 +1,466 @@
+//! Server-side scan planning over HTTP: `…/plan`, `…/plan/{plan-id}` and `…/tasks`.
+//!
+//! Each test writes a table's manifests itself with iceberg-rust's writers (the data
+//! files need not exist: planning reads manifests only) and commits the snapshot through
+//! the REST API, so the expected plan is known file by file. Runs on every store and on
+//! S3 like the other HTTP suites (the manifests go where the table's files go).
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use iceberg::io::FileIO;
+use iceberg::spec::{
+    DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, Literal, ManifestFile,
+    ManifestListWriter, ManifestWriterBuilder, Struct, TableMetadata,
+};
+use serde_json::{json, Value};
+
+const NS: &[&str] = &["db"];
+
+/// A partitioned (identity on `data`) format-2 table; returns its metadata.
+async fn partitioned_table(s: &Server, name: &str) -> TableMetadata {
+    s.create_table_with(
+        NS,
+        json!({
+            "name": name,
+            "schema": schema(),
+            "partition-spec": { "spec-id": 0, "fields": [
+                { "name": "data", "transform": "identity", "source-id": 2, "field-id": 1000 }
+            ]},
+            "properties": { "format-version": "2" },
+        }),
+    )
+    .await
+    .ok(200);
+    metadata(s, name).await
+}
+
+async fn metadata(s: &Server, name: &str) -> TableMetadata {
+    serde_json::from_value(s.load_table(NS, name).await["metadata"].clone()).unwrap()
+}
+
+fn data_file(path: &str, partition: &str, ids: (i64, i64)) -> DataFile {
+    DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(path.to_owned())
+        .file_format(DataFileFormat::Parquet)
+        .partition(Struct::from_iter([Some(Literal::string(partition))]))
+        .record_count(10)
+        .file_size_in_bytes(1000)
+        .lower_bounds([(1, Datum::long(ids.0)), (2, Datum::string(partition))].into())
+        .upper_bounds([(1, Datum::long(ids.1)), (2, Datum::string(partition))].into())
+        .value_counts([(1, 10)].into())
+        .build()
+        .unwrap()
+}
+
+fn position_deletes(path: &str, partition: &str) -> DataFile {
+    DataFileBuilder::default()
+        .content(DataContentType::PositionDeletes)
+        .file_path(path.to_owned())
+        .file_format(DataFileFormat::Parquet)
+        .partition(Struct::from_iter([Some(Literal::string(partition))]))
+        .record_count(2)
+        .file_size_in_bytes(300)
+        .build()
+        .unwrap()
+}
+
+/// Writes a manifest (in memory, then where the table's files go) and returns its entry
+/// for the manifest list.
+async fn manifest(
+    s: &Server,
+    table: &TableMetadata,
+    location: String,
+    files: Vec<DataFile>,
+    deletes: bool,
+) -> ManifestFile {
+    let memory = FileIO::new_with_memory();
+    let scratch = format!("memory:///{}", uuid::Uuid::new_v4());
+    let builder = ManifestWriterBuilder::new(
+        memory.new_output(&scratch).unwrap(),
+        Some(1),
+        table.current_schema().clone(),
+        table.default_partition_spec().as_ref().clone(),
+    );
+    let mut writer = if deletes {
+        builder.build_v2_deletes()
+    } else {
+        builder.build_v2_data()
+    };
+    for file in files {
+        writer.add_file(file, 1).unwrap();
+    }
+    let mut entry = writer.write_manifest_file().await.unwrap();
+    let bytes = memory.new_input(&scratch).unwrap().read().await.unwrap();
+    s.files.write(&location, bytes.to_vec()).await;
+    entry.manifest_path = location;
+    entry
+}
+
+/// Writes the manifest list and commits it as the table's snapshot 1.
+async fn commit_snapshot(s: &Server, name: &str, list: String, manifests: Vec<ManifestFile>) {
+    let memory = FileIO::new_with_memory();
+    let scratch = format!("memory:///{}", uuid::Uuid::new_v4());
+    let out = memory.new_output(&scratch).unwrap();
+    let mut writer = ManifestListWriter::v2(out.writer().await.unwrap(), 1, None, 1);
+    writer.add_manifests(manifests.into_iter()).unwrap();
+    writer.close().await.unwrap();
+    let bytes = memory.new_input(&scratch).unwrap().read().await.unwrap();
+    s.files.write(&list, bytes.to_vec()).await;
+    s.commit(
+        NS,
+        name,
+        json!({ "updates": [
+            { "action": "add-snapshot", "snapshot": {
+                "snapshot-id": 1, "sequence-number": 1, "timestamp-ms": now_ms(),
+                "manifest-list": list, "summary": { "operation": "append" }, "schema-id": 0 } },
+            { "action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1 },
+        ]}),
+    )
+    .await
+    .ok(200);
+}
+
+fn plan_url(name: &str) -> String {
+    format!("{}/plan", table_url(NS, name))
+}
+
+fn paths(result: &Value) -> Vec<String> {
+    result["file-scan-tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["data-file"]["file-path"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
+    let s = Server::start().await;
+    s.create_namespace(NS).await;
+    let table = partitioned_table(&s, "t").await;
+    let at = |f: &str| format!("{}/{f}", table.location());
+    let data = manifest(
+        &s,
+        &table,
+        at("metadata/m-data.avro"),
+        vec![
+            data_file(&at("data/a.parquet"), "a", (1, 10)),
+            data_file(&at("data/b.parquet"), "b", (11, 20)),
+            data_file(&at("data/c.parquet"), "c", (21, 30)),
+        ],
+        false,
+    )
+    .await;
+    let deletes = manifest(
+        &s,
+        &table,
+        at("metadata/m-deletes.avro"),
+        vec![position_deletes(&at("data/a-deletes.parquet"), "a")],
+        true,
+    )
+    .await;
+    commit_snapshot(&s, "t", at("metadata/snap-1.avro"), vec![data, deletes]).await;
+
+    // The whole table: three files, sorted by path; a.parquet with its delete file.
+    let all = s.post(&plan_url("t"), &json!({})).await.ok(200).json();
+    assert_eq!(all["status"], "completed", "{all}");
+    assert!(
+        all["plan-id"].as_str().unwrap().starts_with("sync-"),
+        "{all}"
+    );
+    assert_eq!(
+        paths(&all),
+        [
+            at("data/a.parquet"),
+            at("data/b.parquet"),
+            at("data/c.parquet")
+        ]
+    );
+    assert!(all.get("plan-tasks").is_none(), "{all}");
+    let a = &all["file-scan-tasks"][0];
+    assert_eq!(a["delete-file-references"], json!([0]), "{all}");
+    assert!(all["file-scan-tasks"][1]
+        .get("delete-file-references")
+        .is_none());
+    let delete = &all["delete-files"][0];
+    assert_eq!(delete["content"], "position-deletes");
+    assert_eq!(delete["file-path"], at("data/a-deletes.parquet"));
+    assert_eq!(delete["record-count"], 2);
+    assert_eq!(delete["partition"], json!(["a"]));
+    let file = &a["data-file"];
+    assert_eq!(file["content"], "data");
+    assert_eq!(file["file-format"], "parquet");
+    assert_eq!(file["spec-id"], 0);
+    assert_eq!(file["partition"], json!(["a"]));
+    assert_eq!(file["record-count"], 10);
+    assert_eq!(file["file-size-in-bytes"], 1000);
+    assert!(
+        file.get("lower-bounds").is_none(),
+        "stats only when asked: {file}"
+    );
+
+    // A partition filter, then a metrics filter, then both with `or` (c.parquet goes
+    // only because its `data` bounds say it holds no "a").
+    let only_b = json!({ "filter": { "type": "eq", "term": "data", "value": "b" } });
+    let b = s.post(&plan_url("t"), &only_b).await.ok(200).json();
+    assert_eq!(paths(&b), [at("data/b.parquet")]);
+    assert_eq!(b["delete-files"], json!([]));
+    let high = json!({ "filter": { "type": "gt", "term": "id", "value": 25 } });
+    assert_eq!(
+        paths(&s.post(&plan_url("t"), &high).await.ok(200).json()),
+        [at("data/c.parquet")]
+    );
+    let either = json!({ "filter": { "type": "or",
+        "left": { "type": "eq", "term": "data", "value": "a" },
+        "right": { "type": "lt-eq", "term": "id", "value": 11 } } });
+    assert_eq!(
+        paths(&s.post(&plan_url("t"), &either).await.ok(200).json()),
+        [at("data/a.parquet"), at("data/b.parquet")]
+    );
+    let case = json!({ "filter": { "type": "eq", "term": "DATA", "value": "c" },
+        "case-sensitive": false, "snapshot-id": 1 });
+    assert_eq!(
+        paths(&s.post(&plan_url("t"), &case).await.ok(200).json()),
+        [at("data/c.parquet")]
+    );
+
+    // Statistics for the fields asked for.
+    let stats = json!({ "stats-fields": ["id"], "filter": only_b["filter"] });
+    let b = s.post(&plan_url("t"), &stats).await.ok(200).json();
+    let file = &b["file-scan-tasks"][0]["data-file"];
+    assert_eq!(
+        file["lower-bounds"],
+        json!({ "keys": [1], "values": [11] }),
+        "{file}"
+    );
+    assert_eq!(
+        file["upper-bounds"],
+        json!({ "keys": [1], "values": [20] }),
+        "{file}"
+    );
+    assert_eq!(
+        file["value-counts"],
+        json!({ "keys": [1], "values": [10] }),
+        "{file}"
+    );
+
+    // Plan ids: nothing is kept, so nothing to fetch; cancelling ours is fine.
+    let plan_id = all["plan-id"].as_str().unwrap();
+    let one = format!("{}/{plan_id}", plan_url("t"));
+    s.get(&one).await.error(404, "NoSuchPlanIdException");
+    s.delete(&one).await.ok(204);
+    let other = format!("{}/not-ours", plan_url("t"));
+    s.delete(&other).await.error(404, "NoSuchPlanIdException");
+    s.get(&other).await.error(404, "NoSuchPlanIdException");
+}
+
+#[tokio::test]
+async fn bad_plans_are_4xx_and_change_nothing() {
+    let s = Server::start().await;
+    s.create_namespace(NS).await;
+    let table = partitioned_table(&s, "t").await;
+    let url = plan_url("t");
+
+    // No snapshot yet: an empty plan.
+    let empty = s.post(&url, &json!({})).await.ok(200).json();
+    assert_eq!(empty["file-scan-tasks"], json!([]), "{empty}");
+
+    for (body, status, kind, says) in [
+        (
+            json!({ "filter": { "type": "eq", "term": "nope", "value": 1 } }),
+            400,
+            "BadRequestException",
+            "Cannot find field 'nope'",
+        ),
+        (
+            json!({ "filter": { "type": "eq", "term": "id", "value": "x" } }),
+            400,
+            "BadRequestException",
+            "not a valid long",
+        ),
+        (
+            json!({ "filter": { "type": "teleport" } }),
+            400,
+            "BadRequestException",
+            "Unknown filter expression type",
+        ),
+        (
+            json!({ "select": ["id", "nope"] }),
+            400,
+            "BadRequestException",
+            "Cannot find field 'nope'",
+        ),
+        (
+            json!({ "stats-fields": ["nope"] }),
+            400,
+            "BadRequestException",
+            "Cannot find field 'nope'",
+        ),
+        (
+            json!({ "snapshot-id": 42 }),
+            400,
+            "IllegalArgumentException",
+            "Cannot find snapshot with ID 42",
+        ),
+        (
+            json!({ "snapshot-id": 1, "start-snapshot-id": 1, "end-snapshot-id": 2 }),
+            400,
+            "BadRequestException",
+            "not both",
+        ),
+        (
+            json!({ "start-snapshot-id": 1, "end-snapshot-id": 2 }),
+            406,
+            "UnsupportedOperationException",
+            "Incremental scans",
+        ),
+        (
+            json!({ "case-sensitive": "yes" }),
+            400,
+            "BadRequestException",
+            "expected a boolean",
+        ),
+    ] {
+        let message = s.post(&url, &body).await.error(status, kind);
+        assert!(message.contains(says), "{body}: {message}");
+    }
+    let tasks = format!("{}/tasks", table_url(NS, "t"));
+    for task in ["", "garbage", "eyJ0YWJsZS11dWlkIjoieCJ9"] {
+        s.post(&tasks, &json!({ "plan-task": task }))
+            .await
+            .error(404, "NoSuchPlanTaskException");
+    }
+    s.post(&tasks, &json!({}))
+        .await
+        .error(400, "BadRequestException");
+    s.post(&format!("{}/plan", table_url(NS, "missing")), &json!({}))
+        .await
+        .error(404, "NoSuchTableException");
+
+    // A manifest list outside the table's locations is not read (403); a missing one is
+    // a 404. Neither plan changes the table.
+    let outside = format!("{}/snap-1.avro", s.outside());
+    s.files.write(&outside, b"not avro".to_vec()).await;
+    commit_snapshot_pointing_at(&s, "t", &outside).await;
+    let before = s.load_table(NS, "t").await;
+    let message = s
+        .post(&url, &json!({}))
+        .await
+        .error(403, "ForbiddenException");
+    assert!(
+        message.contains("outside the table's locations"),
+        "{message}"
+    );
+    let missing = format!("{}/metadata/gone.avro", table.location());
+    s.commit(
+        NS,
+        "t",
+        json!({ "updates": [
+            { "action": "add-snapshot", "snapshot": {
+                "snapshot-id": 2, "parent-snapshot-id": 1, "sequence-number": 2,
+                "timestamp-ms": now_ms(), "manifest-list": missing,
+                "summary": { "operation": "append" }, "schema-id": 0 } },
+        ]}),
+    )
+    .await
+    .ok(200);
+    let message = s
+        .post(&url, &json!({ "snapshot-id": 2 }))
+        .await
+        .error(404, "NotFoundException");
+    assert!(message.contains("does not exist"), "{message}");
+    let after = s.load_table(NS, "t").await;
+    assert_eq!(
+        before["metadata"]["current-snapshot-id"],
+        after["metadata"]["current-snapshot-id"]
+    );
+}
+
+/// Commits snapshot 1 with a manifest list the test names (no manifests written).
+async fn commit_snapshot_pointing_at(s: &Server, name: &str, list: &str) {
+    s.commit(
+        NS,
+        name,
+        json!({ "updates": [
+            { "action": "add-snapshot", "snapshot": {
+                "snapshot-id": 1, "sequence-number": 1, "timestamp-ms": now_ms(),
+                "manifest-list": list, "summary": { "operation": "append" }, "schema-id": 0 } },
+            { "action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1 },
+        ]}),
+    )
+    .await
+    .ok(200);
+}
+
+#[tokio::test]
+async fn large_plans_come_in_pages_through_plan_tasks() {
+    let s = Server::start().await;
+    s.create_namespace(NS).await;
+    let table = partitioned_table(&s, "big").await;
+    let count = floe::catalog::scan::PAGE_TASKS + 5;
+    let files = (0..count)
+        .map(|i| {
+            let path = format!("{}/data/f-{i:06}.parquet", table.location());
+            data_file(
+                &path,
+                if i % 2 == 0 { "even" } else { "odd" },
+                (i as i64, i as i64),
+            )
+        })
+        .collect();
+    let m = manifest(
+        &s,
+        &table,
+        format!("{}/metadata/m.avro", table.location()),
+        files,
+        false,
+    )
+    .await;
+    commit_snapshot(
+        &s,
+        "big",
+        format!("{}/metadata/snap-1.avro", table.location()),
+        vec![m],
+    )
+    .await;
+
+    let first = s.post(&plan_url("big"), &json!({})).await.ok(200).json();
+    assert_eq!(
+        first["file-scan-tasks"].as_array().unwrap().len(),
+        floe::catalog::scan::PAGE_TASKS
+    );
+    let task = first["plan-tasks"][0]
+        .as_str()
+        .expect("a plan task")
+        .to_owned();
+    // A commit in between does not move the pinned plan.
+    s.set_table_properties(NS, "big", json!({ "k": "v" })).await;
+    let tasks_url = format!("{}/tasks", table_url(NS, "big"));
+    let rest = s
+        .post(&tasks_url, &json!({ "plan-task": task }))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(
+        rest["file-scan-tasks"].as_array().unwrap().len(),
+        5,
+        "{rest}"
+    );
+    assert!(rest.get("plan-tasks").is_none());
+    let mut seen: BTreeSet<String> = paths(&first).into_iter().collect();
+    seen.extend(paths(&rest));
+    assert_eq!(seen.len(), count, "pages neither overlap nor miss files");
+
+    // Another table's plan task is not this table's.
+    partitioned_table(&s, "other").await;
+    s.post(
+        &format!("{}/tasks", table_url(NS, "other")),
+        &json!({ "plan-task": task }),
+    )
+    .await
+    .error(404, "NoSuchPlanTaskException");
+}
