@@ -444,6 +444,45 @@ async fn roles_by_operation_allowed_and_denied() {
 }
 
 #[tokio::test]
+async fn scan_plans_need_the_tables_data_privilege() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["db"]}))
+        .await
+        .ok(200);
+    root.post(
+        &tables_url(&["db"]),
+        &json!({"name": "t", "schema": schema()}),
+    )
+    .await
+    .ok(200);
+    let grant = |privilege| [on_namespace(privilege)];
+    let (pid, psecret) =
+        principal_with(&root, "props", "default", &grant("TABLE_READ_PROPERTIES")).await;
+    let (did, dsecret) = principal_with(&root, "data", "default", &grant("TABLE_READ_DATA")).await;
+    let props = As::new(&s, &token(&s, &pid, &psecret, "catalog").await);
+    let data = As::new(&s, &token(&s, &did, &dsecret, "catalog").await);
+    let table = table_url(&["db"], "t");
+    let plan = format!("{table}/plan");
+    // A plan names every data file: loading the table is not enough.
+    props.get(&table).await.ok(200);
+    props
+        .post(&plan, &json!({}))
+        .await
+        .error(403, "ForbiddenException");
+    props
+        .post(&format!("{table}/tasks"), &json!({"plan-task": "x"}))
+        .await
+        .error(403, "ForbiddenException");
+    props
+        .delete(&format!("{plan}/sync-00000000-0000-0000-0000-000000000000"))
+        .await
+        .error(403, "ForbiddenException");
+    let planned = data.post(&plan, &json!({})).await.ok(200).json();
+    assert_eq!(planned["status"], "completed", "{planned}");
+}
+
+#[tokio::test]
 async fn a_catalog_admin_cannot_reach_beyond_its_catalog() {
     let s = secure_server().await;
     let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);

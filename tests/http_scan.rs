@@ -208,6 +208,9 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
     let only_b = json!({ "filter": { "type": "eq", "term": "data", "value": "b" } });
     let b = s.post(&plan_url("t"), &only_b).await.ok(200).json();
     assert_eq!(paths(&b), [at("data/b.parquet")]);
+    // The residual is the whole filter (none without one).
+    assert_eq!(b["file-scan-tasks"][0]["residual-filter"], only_b["filter"]);
+    assert!(all["file-scan-tasks"][0].get("residual-filter").is_none());
     assert_eq!(b["delete-files"], json!([]));
     let high = json!({ "filter": { "type": "gt", "term": "id", "value": 25 } });
     assert_eq!(

@@ -20,8 +20,8 @@
 //!
 //! Not there yet: incremental scans (`start-snapshot-id`/`end-snapshot-id`) answer 406;
 //! transform terms in filters answer 400 (`filter.rs`); `min-rows-requested` is ignored
-//! (the spec allows returning more); no residual filters are sent, so clients apply
-//! their filter to each file, as the spec says they must without one.
+//! (the spec allows returning more); each task's residual filter is the request's whole
+//! filter (iceberg-rust has no residual evaluator to narrow it per file).
 
 mod encode;
 mod files;
@@ -356,6 +356,13 @@ impl Catalog {
                 &stats,
             ))
         };
+        // Each task's residual is the whole filter: always right, if not the least a
+        // file needs. Sent rather than left out because a client that gets none may
+        // take the file as matching throughout (PyIceberg 0.12's `count()` does).
+        let residual = request
+            .filter
+            .as_ref()
+            .filter(|f| f.get("type").and_then(Value::as_str) != Some("true"));
         let mut delete_index: HashMap<&str, usize> = HashMap::new();
         let mut delete_files = Vec::new();
         let mut scan_tasks = Vec::with_capacity(page.len());
@@ -375,6 +382,9 @@ impl Catalog {
             let mut scan_task = json!({ "data-file": encode(&task.data_file_path)? });
             if !references.is_empty() {
                 scan_task["delete-file-references"] = references.into();
+            }
+            if let Some(residual) = &residual {
+                scan_task["residual-filter"] = (*residual).clone();
             }
             scan_tasks.push(scan_task);
         }

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Server-side scan planning against PyIceberg's own planning, on one table, in one run.
+
+    bench/scan-plan.py [--files 2000] [--appends 200] [--runs 7]
+
+Starts `target/release/floe serve` (embedded store, auth off) on a free loopback port
+with a fresh data dir, creates a table partitioned by identity(`part`) with PyIceberg and
+appends `--appends` batches of `--files / --appends` partitions each (so each append adds
+one manifest and that many data files), then times, `--runs` times each, alternating:
+  - `POST …/plan` over HTTP (the whole table, and a filter on one partition): the
+    server reads the manifest list and every manifest and answers with every file;
+  - PyIceberg's `scan().plan_files()` with `scan-planning-mode=client` (it reads the
+    same manifests itself, from the same local disk) and with `=server` (the same
+    request as above, plus PyIceberg's parsing of the answer).
+Prints the median and the spread of each, and the ratios to client-side planning.
+Needs PyIceberg 0.12 (tests/e2e/requirements.txt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import requests
+from pyiceberg.catalog import load_catalog
+from pyiceberg.expressions import EqualTo
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import LongType, NestedField
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--appends", type=int, default=200)
+    ap.add_argument("--runs", type=int, default=7)
+    args = ap.parse_args()
+    per_append = max(1, args.files // args.appends)
+
+    data = Path(tempfile.mkdtemp(prefix="floe-scan-plan-"))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen(
+        [str(ROOT / "target/release/floe"), "serve", "--bind", f"127.0.0.1:{port}",
+         "--data-dir", str(data), "--auth", "none", "--log", "warn"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                if requests.get(url + "/healthz", timeout=1).ok:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        props = dict(type="rest", uri=url, warehouse="default")
+        client = load_catalog("client", **props, **{"scan-planning-mode": "client"})
+        server_side = load_catalog("server", **props, **{"scan-planning-mode": "server"})
+        client.create_namespace("bench")
+        schema = Schema(NestedField(1, "id", LongType(), required=False),
+                        NestedField(2, "part", LongType(), required=False))
+        spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "part"))
+        table = client.create_table(("bench", "t"), schema=schema, partition_spec=spec)
+        arrow = pa.schema([pa.field("id", pa.int64()), pa.field("part", pa.int64())])
+        t0 = time.perf_counter()
+        for a in range(args.appends):
+            parts = range(a * per_append, (a + 1) * per_append)
+            table.append(pa.Table.from_pylist([{"id": p, "part": p} for p in parts], schema=arrow))
+        print(f"created {args.appends * per_append} files in {args.appends} appends "
+              f"in {time.perf_counter() - t0:.0f} s")
+
+        plan_url = f"{url}/v1/default/namespaces/bench/tables/t/plan"
+        one = {"filter": {"type": "eq", "term": "part", "value": 7}}
+        session = requests.Session()
+
+        def http(body):
+            r = session.post(plan_url, json=body, timeout=600)
+            r.raise_for_status()
+            return r.json()
+
+        assert len(http({})["file-scan-tasks"]) == args.appends * per_append
+        assert len(http(one)["file-scan-tasks"]) == 1
+        local_t = client.load_table(("bench", "t"))
+        remote_t = server_side.load_table(("bench", "t"))
+        cases = {
+            "HTTP POST /plan, whole table": lambda: http({}),
+            "HTTP POST /plan, one partition": lambda: http(one),
+            "PyIceberg client-side plan_files, whole table": lambda: list(local_t.scan().plan_files()),
+            "PyIceberg client-side plan_files, one partition":
+                lambda: list(local_t.scan(row_filter=EqualTo("part", 7)).plan_files()),
+            "PyIceberg server-side plan_files, whole table": lambda: list(remote_t.scan().plan_files()),
+            "PyIceberg server-side plan_files, one partition":
+                lambda: list(remote_t.scan(row_filter=EqualTo("part", 7)).plan_files()),
+        }
+        times = {name: [] for name in cases}
+        for _ in range(args.runs):
+            for name, fn in cases.items():
+                times[name].append(timed(fn))
+        print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+              f"{args.runs} runs each, alternating; ms")
+        medians = {name: statistics.median(v) for name, v in times.items()}
+        for name, v in times.items():
+            print(f"  {name:50s} median {medians[name]:8.1f}  min {min(v):8.1f}  max {max(v):8.1f}")
+        for scope in ("whole table", "one partition"):
+            local = medians[f"PyIceberg client-side plan_files, {scope}"]
+            remote = medians[f"PyIceberg server-side plan_files, {scope}"]
+            print(f"  {scope}: PyIceberg server-side / client-side = {remote / local:.2f}")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(data, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
