@@ -30,14 +30,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import requests
-from pyiceberg.catalog import load_catalog
-from pyiceberg.expressions import EqualTo
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.types import LongType, NestedField
+# bench/logging.py would shadow the standard library's `logging` for what is imported below.
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import pyarrow as pa  # noqa: E402
+import requests  # noqa: E402
+from pyiceberg.catalog import load_catalog  # noqa: E402
+from pyiceberg.expressions import EqualTo  # noqa: E402
+from pyiceberg.partitioning import PartitionField, PartitionSpec  # noqa: E402
+from pyiceberg.schema import Schema  # noqa: E402
+from pyiceberg.transforms import IdentityTransform  # noqa: E402
+from pyiceberg.types import LongType, NestedField  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 

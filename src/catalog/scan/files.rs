@@ -14,7 +14,7 @@
 //!   "unavailable" rather than iceberg-rust's rewording of it;
 //! - writes nothing: every write-side call is refused.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +38,8 @@ const KEPT_BYTES: usize = 256 << 20;
 /// What one plan has read, shared by the `Storage` clones iceberg-rust makes.
 #[derive(Default)]
 struct Reads {
+    /// Every file read, kept or not.
+    read: HashSet<String>,
     kept: HashMap<String, Bytes>,
     kept_bytes: usize,
     /// The first storage error: what the client is told if planning fails.
@@ -73,6 +75,15 @@ impl PlanFiles {
     /// An iceberg-rust `FileIO` over these files.
     pub fn file_io(&self) -> FileIO {
         FileIOBuilder::new(Arc::new(PlanFilesFactory(self.clone()))).build()
+    }
+
+    /// Whether the plan read this file (iceberg-rust's scan reads no manifest it pruned).
+    pub fn was_read(&self, path: &str) -> bool {
+        self.reads
+            .lock()
+            .expect("plan reads poisoned")
+            .read
+            .contains(path)
     }
 
     /// The first storage error a read met, if any.
@@ -116,6 +127,7 @@ impl PlanFiles {
                 .map_err(|e| self.fail(e))?,
         );
         let mut reads = self.reads.lock().expect("plan reads poisoned");
+        reads.read.insert(path.to_owned());
         if reads.kept_bytes + bytes.len() <= KEPT_BYTES {
             reads.kept_bytes += bytes.len();
             reads.kept.insert(path.to_owned(), bytes.clone());

@@ -8,8 +8,8 @@
 //!    prunes them with the filter (partition summaries, partition values, column
 //!    metrics), matching delete files to data files by partition and sequence number.
 //! 3. Its tasks name files by path only; the REST answer carries whole `DataFile`s, so
-//!    the manifests are walked once more (from memory: `files.rs` keeps what it read) to
-//!    encode each file (`encode.rs`).
+//!    the manifests the scan read (not those it pruned) are walked once more, from memory
+//!    (`files.rs` keeps what it read), to encode each file (`encode.rs`).
 //!
 //! Plans are synchronous and the server keeps nothing: the answer is `completed` with
 //! every task, or, past [`PAGE_TASKS`] tasks, the first page and one *plan task*. A plan
@@ -326,6 +326,10 @@ impl Catalog {
         for manifest_file in list.entries() {
             if found.len() == wanted.len() {
                 break;
+            }
+            // A manifest the scan pruned whole holds none of the planned files.
+            if !files.was_read(&manifest_file.manifest_path) {
+                continue;
             }
             let manifest = manifest_file.load_manifest(&io).await.map_err(failed)?;
             for entry in manifest.entries() {
