@@ -110,18 +110,7 @@ async fn commit_snapshot(s: &Server, name: &str, list: String, manifests: Vec<Ma
     writer.close().await.unwrap();
     let bytes = memory.new_input(&scratch).unwrap().read().await.unwrap();
     s.files.write(&list, bytes.to_vec()).await;
-    s.commit(
-        NS,
-        name,
-        json!({ "updates": [
-            { "action": "add-snapshot", "snapshot": {
-                "snapshot-id": 1, "sequence-number": 1, "timestamp-ms": now_ms(),
-                "manifest-list": list, "summary": { "operation": "append" }, "schema-id": 0 } },
-            { "action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1 },
-        ]}),
-    )
-    .await
-    .ok(200);
+    commit_snapshot_pointing_at(s, name, &list).await;
 }
 
 fn plan_url(name: &str) -> String {

@@ -20,25 +20,11 @@ from pyiceberg.expressions import (
     Not,
     Or,
 )
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.transforms import DayTransform, IdentityTransform
-from pyiceberg.types import LongType, NestedField, StringType, TimestampType
 
-from conftest import ApiClient, FloeServer, access_token
+from conftest import ApiClient, access_token
+from test_pyiceberg import ARROW_SCHEMA as ARROW
+from test_pyiceberg import CREDENTIAL, SCHEMA, SPEC
 
-CREDENTIAL = f"{FloeServer.client_id}:{FloeServer.client_secret}"
-SCHEMA = Schema(
-    NestedField(field_id=1, name="id", field_type=LongType(), required=False),
-    NestedField(field_id=2, name="category", field_type=StringType(), required=False),
-    NestedField(field_id=3, name="ts", field_type=TimestampType(), required=False),
-)
-SPEC = PartitionSpec(
-    PartitionField(source_id=3, field_id=1000, transform=DayTransform(), name="ts_day"),
-    PartitionField(source_id=2, field_id=1001, transform=IdentityTransform(), name="category"),
-)
-ARROW = pa.schema([pa.field("id", pa.int64()), pa.field("category", pa.string()),
-                   pa.field("ts", pa.timestamp("us"))])
 BASE = dt.datetime(2024, 1, 1, 12, 0, 0)
 
 
