@@ -4,9 +4,10 @@ Two things, both printed at start so that nothing is hidden:
 
 1. Spec errata, applied to the loaded spec in memory (the copy in this directory stays
    verbatim). Set FLOE_FUZZ_ERRATA=0 to fuzz against the spec exactly as published.
-   - The view operations declare some error responses with the bare `ErrorModel` schema
-     ({"message","type","code"}), while every other operation, and the examples of those
-     very responses, use `IcebergErrorResponse` ({"error": {...}}). Floe answers every error
+   - The view operations, and the shared 406 `UnsupportedOperationResponse`, declare some
+     error responses with the bare `ErrorModel` schema ({"message","type","code"}), while
+     every other operation, and the examples of those very responses, use
+     `IcebergErrorResponse` ({"error": {...}}). Floe answers every error
      with the wrapper, so those responses are checked against `IcebergErrorResponse`.
 
 2. FLOE_FUZZ_FRESH_KEYS=1 (run.sh's default): every well-formed `Idempotency-Key` is replaced by
@@ -59,6 +60,14 @@ def before_load_schema(context, raw_schema):
                     if isinstance(schema, dict) and schema.get("$ref") == ERROR_MODEL:
                         media["schema"] = {"$ref": ICEBERG_ERROR}
                         fixed.append(f"{method.upper()} {path} {status}")
+    # Shared responses too: the 406 `UnsupportedOperationResponse` (answered by scan
+    # planning's incremental scans) names the bare schema, with a wrapped example.
+    for name, resp in raw_schema.get("components", {}).get("responses", {}).items():
+        for media in (resp.get("content") or {}).values():
+            schema = media.get("schema")
+            if isinstance(schema, dict) and schema.get("$ref") == ERROR_MODEL:
+                media["schema"] = {"$ref": ICEBERG_ERROR}
+                fixed.append(f"components.responses.{name}")
     if fixed:
         _note(f"spec erratum: bare ErrorModel -> IcebergErrorResponse in {len(fixed)} responses: " + "; ".join(fixed))
 

@@ -129,6 +129,10 @@ impl Catalog {
         request: ScanRequest,
     ) -> CatalogResult<Value> {
         self.data_access(ctx, catalog, ident)?;
+        // The table first: a scan of a missing table is a 404 whatever it asks for.
+        let table = self
+            .load_table(ctx, catalog, ident, SnapshotsMode::All)
+            .await?;
         if request.start_snapshot_id.is_some() || request.end_snapshot_id.is_some() {
             if request.snapshot_id.is_some() {
                 return Err(CatalogError::bad_request(
@@ -142,9 +146,6 @@ impl Catalog {
                     .into(),
             ));
         }
-        let table = self
-            .load_table(ctx, catalog, ident, SnapshotsMode::All)
-            .await?;
         let mut page = self.plan_page(catalog, ident, &table, request, 0).await?;
         page["status"] = "completed".into();
         page["plan-id"] = format!("{SYNC_PLAN_PREFIX}{}", uuid::Uuid::new_v4()).into();
