@@ -128,11 +128,8 @@ impl Catalog {
         ident: &Ident,
         request: ScanRequest,
     ) -> CatalogResult<Value> {
-        self.data_access(ctx, catalog, ident)?;
         // The table first: a scan of a missing table is a 404 whatever it asks for.
-        let table = self
-            .load_table(ctx, catalog, ident, SnapshotsMode::All)
-            .await?;
+        let table = self.data_table(ctx, catalog, ident).await?;
         if request.start_snapshot_id.is_some() || request.end_snapshot_id.is_some() {
             if request.snapshot_id.is_some() {
                 return Err(CatalogError::bad_request(
@@ -167,10 +164,7 @@ impl Catalog {
         ident: &Ident,
         task: &str,
     ) -> CatalogResult<Value> {
-        self.data_access(ctx, catalog, ident)?;
-        let table = self
-            .load_table(ctx, catalog, ident, SnapshotsMode::All)
-            .await?;
+        let table = self.data_table(ctx, catalog, ident).await?;
         let decoded = PlanTask::decode(task).ok_or_else(|| no_such_task(task))?;
         if decoded.request.snapshot_id.is_none() || decoded.table_uuid != table_uuid(&table)? {
             return Err(no_such_task(task));
@@ -217,12 +211,23 @@ impl Catalog {
         ident: &Ident,
         plan_id: &str,
     ) -> CatalogResult<bool> {
-        self.data_access(ctx, catalog, ident)?;
-        self.load_table(ctx, catalog, ident, SnapshotsMode::Refs)
-            .await?;
+        self.data_table(ctx, catalog, ident).await?;
         Ok(plan_id
             .strip_prefix(SYNC_PLAN_PREFIX)
             .is_some_and(|id| uuid::Uuid::parse_str(id).is_ok()))
+    }
+
+    /// The table, for a caller who may read its data: every scan endpoint's first step.
+    /// `All`: the stored document as it is (`Refs` would parse it).
+    async fn data_table(
+        &self,
+        ctx: &RequestContext,
+        catalog: &str,
+        ident: &Ident,
+    ) -> CatalogResult<LoadedTable> {
+        self.data_access(ctx, catalog, ident)?;
+        self.load_table(ctx, catalog, ident, SnapshotsMode::All)
+            .await
     }
 
     /// One page of a plan, from `offset`: `file-scan-tasks`, `delete-files`, and a
@@ -282,7 +287,7 @@ impl Catalog {
         let failed = |e: iceberg::Error| planning_failed(ident, &files, e);
         let iceberg_table = Table::builder()
             .metadata(metadata.clone())
-            .identifier(table_ident(ident)?)
+            .identifier(table_ident(ident))
             .file_io(io.clone())
             .runtime(Runtime::try_current().map_err(CatalogError::internal)?)
             .readonly(true)
@@ -455,10 +460,10 @@ fn read_bases(
     Ok(bases)
 }
 
-fn table_ident(ident: &Ident) -> CatalogResult<TableIdent> {
+fn table_ident(ident: &Ident) -> TableIdent {
     let namespace = NamespaceIdent::from_vec(ident.namespace.levels().to_vec())
         .unwrap_or_else(|_| NamespaceIdent::new(String::new()));
-    Ok(TableIdent::new(namespace, ident.name.clone()))
+    TableIdent::new(namespace, ident.name.clone())
 }
 
 fn table_uuid(table: &LoadedTable) -> CatalogResult<String> {
