@@ -43,6 +43,10 @@ const EXPECTED_ENDPOINTS: &[&str] = &[
     "POST /v1/{prefix}/views/rename",
     "POST /v1/{prefix}/namespaces/{namespace}/register-view",
     "POST /v1/{prefix}/events",
+    "GET polaris/v1/{prefix}/namespaces/{namespace}/generic-tables",
+    "POST polaris/v1/{prefix}/namespaces/{namespace}/generic-tables",
+    "GET polaris/v1/{prefix}/namespaces/{namespace}/generic-tables/{generic-table}",
+    "DELETE polaris/v1/{prefix}/namespaces/{namespace}/generic-tables/{generic-table}",
 ];
 
 fn set(values: &Value) -> BTreeSet<String> {
@@ -1292,6 +1296,317 @@ async fn tables_and_views_share_one_name_space() {
         .error(404, "NoSuchViewException");
     assert_eq!(s.list_tables(&["db"]).await, vec!["t"]);
     assert_eq!(s.list_views(&["db"]).await, vec!["v"]);
+}
+
+// ---- Polaris's generic tables ----------------------------------------------------------------
+
+/// Where Polaris serves generic tables (and its Spark client looks), and the root twin.
+const GENERIC: &str = "/api/catalog/polaris/v1/default/namespaces";
+const GENERIC_AT_ROOT: &str = "/polaris/v1/default/namespaces";
+
+fn generic_url(namespace: &[&str]) -> String {
+    format!("{GENERIC}/{}/generic-tables", ns(namespace))
+}
+
+async fn list_generic(s: &Server, namespace: &[&str]) -> Vec<String> {
+    let body = s.get(&generic_url(namespace)).await.ok(200).json();
+    names(&body)
+}
+
+#[tokio::test]
+async fn generic_tables_create_load_list_and_drop() {
+    let s = Server::start().await;
+    s.create_namespace(&["db"]).await;
+    let base = format!("{}/db/delta_t", s.warehouse());
+    let body = json!({
+        "name": "g", "format": "delta", "base-location": format!("{base}/"),
+        "doc": "a Delta table", "properties": {"owner": "ana"}
+    });
+    let created = s.post(&generic_url(&["db"]), &body).await.ok(200).json();
+    let expected = json!({"table": {
+        "name": "g", "format": "delta", "base-location": base,
+        "doc": "a Delta table", "properties": {"owner": "ana"}
+    }});
+    assert_eq!(created, expected);
+    for path in [
+        format!("{}/g", generic_url(&["db"])),
+        format!("{GENERIC_AT_ROOT}/db/generic-tables/g"),
+    ] {
+        assert_eq!(s.get(&path).await.ok(200).json(), expected, "{path}");
+    }
+    // Without a location or properties: both optional.
+    let bare = s
+        .post(
+            &generic_url(&["db"]),
+            &json!({"name": "csv", "format": "csv"}),
+        )
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(
+        bare,
+        json!({"table": {"name": "csv", "format": "csv", "properties": {}}})
+    );
+    assert_eq!(list_generic(&s, &["db"]).await, vec!["csv", "g"]);
+    let page = s
+        .get(&format!("{}?pageSize=1", generic_url(&["db"])))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(names(&page), vec!["csv"]);
+    let token = page["next-page-token"].as_str().expect("a next page");
+    let next = s
+        .get(&format!(
+            "{}?pageSize=1&pageToken={token}",
+            generic_url(&["db"])
+        ))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(names(&next), vec!["g"]);
+    // Iceberg lists do not show them, and a namespace holding one is not empty.
+    assert!(s.list_tables(&["db"]).await.is_empty());
+    assert!(s.list_views(&["db"]).await.is_empty());
+    s.delete(&ns_url(&["db"]))
+        .await
+        .error(409, "NamespaceNotEmptyException");
+
+    // The change events name them by uuid.
+    let events = s
+        .post(
+            &format!("{V1}/events"),
+            &json!({"object-types": ["generic-table"]}),
+        )
+        .await
+        .ok(200)
+        .json();
+    let events = events["events"].as_array().expect("events").clone();
+    assert_eq!(events.len(), 2, "{events:?}");
+    let first = &events[0]["operation"];
+    assert_eq!(first["operation-type"], "x-floe-create-generic-table");
+    assert_eq!(first["format"], "delta");
+    assert_eq!(first["base-location"], base);
+    let uuid = first["generic-table-uuid"]
+        .as_str()
+        .expect("uuid")
+        .to_string();
+
+    s.delete(&format!("{}/g", generic_url(&["db"])))
+        .await
+        .ok(204);
+    let message = s
+        .get(&format!("{}/g", generic_url(&["db"])))
+        .await
+        .error(404, "NoSuchTableException");
+    assert_eq!(message, "Generic table does not exist: db.g");
+    s.delete(&format!("{}/g", generic_url(&["db"])))
+        .await
+        .error(404, "NoSuchTableException");
+    assert_eq!(list_generic(&s, &["db"]).await, vec!["csv"]);
+    let by_uuid = s
+        .post(
+            &format!("{V1}/events"),
+            &json!({"catalog-objects-by-uuid": [uuid]}),
+        )
+        .await
+        .ok(200)
+        .json();
+    let ops: Vec<&str> = by_uuid["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["operation"]["operation-type"].as_str().expect("type"))
+        .collect();
+    assert_eq!(
+        ops,
+        vec!["x-floe-create-generic-table", "x-floe-drop-generic-table"]
+    );
+    // Its drop is final: nothing of it waits to be undropped, as a table's drop does.
+    s.create_table(&["db"], "t").await;
+    s.delete(&table_url(&["db"], "t")).await.ok(204);
+    let dropped = s
+        .get("/api/management/v1/catalogs/default/dropped")
+        .await
+        .ok(200)
+        .json();
+    let dropped: Vec<&str> = dropped["dropped"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a list: {dropped}"))
+        .iter()
+        .map(|d| d["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(dropped, vec!["t"]);
+}
+
+#[tokio::test]
+async fn generic_tables_share_the_name_space_of_tables_and_views() {
+    let s = Server::start().await;
+    s.create_namespace(&["db"]).await;
+    s.create_table(&["db"], "t").await;
+    s.create_view(&["db"], "v").await;
+    s.post(
+        &generic_url(&["db"]),
+        &json!({"name": "g", "format": "delta"}),
+    )
+    .await
+    .ok(200);
+    let taken = [
+        ("t", "Table with same name already exists: db.t"),
+        ("v", "View with same name already exists: db.v"),
+        ("g", "Generic table already exists: db.g"),
+    ];
+    for (name, expected) in taken {
+        let message = s
+            .post(
+                &generic_url(&["db"]),
+                &json!({"name": name, "format": "csv"}),
+            )
+            .await
+            .error(409, "AlreadyExistsException");
+        assert_eq!(message, expected);
+    }
+    let message = s
+        .create_table_with(&["db"], json!({ "name": "g", "schema": schema() }))
+        .await
+        .error(409, "AlreadyExistsException");
+    assert_eq!(message, "Generic table with same name already exists: db.g");
+    let message = s
+        .post(&views_url(&["db"]), &view_body("g", &["db"], "SELECT 1"))
+        .await
+        .error(409, "AlreadyExistsException");
+    assert_eq!(message, "Generic table with same name already exists: db.g");
+    let message = s
+        .post(
+            &format!("{V1}/tables/rename"),
+            &json!({ "source": ident(&["db"], "t"), "destination": ident(&["db"], "g") }),
+        )
+        .await
+        .error(409, "AlreadyExistsException");
+    assert_eq!(
+        message,
+        "Cannot rename db.t to db.g. Generic table already exists"
+    );
+    // A generic table is neither a table nor a view, and they are not generic tables.
+    s.get(&table_url(&["db"], "g"))
+        .await
+        .error(404, "NoSuchTableException");
+    s.head(&table_url(&["db"], "g")).await.ok(404);
+    s.delete(&table_url(&["db"], "g"))
+        .await
+        .error(404, "NoSuchTableException");
+    s.get(&view_url(&["db"], "g"))
+        .await
+        .error(404, "NoSuchViewException");
+    s.commit(&["db"], "g", json!({"requirements": [], "updates": []}))
+        .await
+        .error(404, "NoSuchTableException");
+    for name in ["t", "v"] {
+        s.get(&format!("{}/{name}", generic_url(&["db"])))
+            .await
+            .error(404, "NoSuchTableException");
+        s.delete(&format!("{}/{name}", generic_url(&["db"])))
+            .await
+            .error(404, "NoSuchTableException");
+    }
+    assert_eq!(s.list_tables(&["db"]).await, vec!["t"]);
+    assert_eq!(s.list_views(&["db"]).await, vec!["v"]);
+    assert_eq!(list_generic(&s, &["db"]).await, vec!["g"]);
+}
+
+#[tokio::test]
+async fn bad_generic_tables_are_refused_and_change_nothing() {
+    let s = Server::start().await;
+    s.create_namespace(&["db"]).await;
+    let table = s.create_table(&["db"], "t").await;
+    let table_location = table["metadata"]["location"].as_str().expect("location");
+    let url = generic_url(&["db"]);
+    let cases: Vec<(Value, u16, &str, &str)> = vec![
+        (json!({"name": "g"}), 400, "BadRequestException", "format"),
+        (
+            json!({"format": "delta"}),
+            400,
+            "BadRequestException",
+            "name",
+        ),
+        (
+            json!({"name": "g", "format": " "}),
+            400,
+            "BadRequestException",
+            "needs a format",
+        ),
+        (
+            json!({"name": "", "format": "delta"}),
+            400,
+            "BadRequestException",
+            "empty",
+        ),
+        (
+            json!({"name": "g", "format": 7}),
+            400,
+            "BadRequestException",
+            "expected a string",
+        ),
+        (
+            json!({"name": "g", "format": "delta", "properties": {"k": 1}}),
+            400,
+            "BadRequestException",
+            "expected a string",
+        ),
+        (
+            json!({"name": "g", "format": "delta", "base-location": ""}),
+            400,
+            "BadRequestException",
+            "may not be empty",
+        ),
+        (
+            json!({"name": "g", "format": "x".repeat(257)}),
+            400,
+            "BadRequestException",
+            "at most 256",
+        ),
+        // Inside a table (its purge would delete the generic table's files) or outside
+        // the catalog's allowed locations.
+        (
+            json!({"name": "g", "format": "delta", "base-location": format!("{table_location}/delta")}),
+            400,
+            "BadRequestException",
+            "overlaps",
+        ),
+        (
+            json!({"name": "g", "format": "delta", "base-location": format!("{}/g", s.outside())}),
+            403,
+            "ForbiddenException",
+            "allowed locations",
+        ),
+    ];
+    for (body, status, error_type, needle) in cases {
+        let message = s.post(&url, &body).await.error(status, error_type);
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    s.post_raw(&url, "{not json")
+        .await
+        .error(400, "BadRequestException");
+    let message = s
+        .post(
+            &generic_url(&["nope"]),
+            &json!({"name": "g", "format": "delta"}),
+        )
+        .await
+        .error(404, "NoSuchNamespaceException");
+    assert!(message.contains("nope"), "{message}");
+    s.get(&generic_url(&["nope"]))
+        .await
+        .error(404, "NoSuchNamespaceException");
+    s.get(&format!("{}?pageSize=0", url))
+        .await
+        .error(400, "BadRequestException");
+    assert!(list_generic(&s, &["db"]).await.is_empty());
+    assert_eq!(s.list_tables(&["db"]).await, vec!["t"]);
+    // A table's location stays its own: nothing was created inside it.
+    assert_eq!(
+        s.load_table(&["db"], "t").await["metadata"]["location"],
+        table_location
+    );
 }
 
 // ---- Polaris management API and prefix ------------------------------------------------------

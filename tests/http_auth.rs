@@ -483,6 +483,61 @@ async fn scan_plans_need_the_tables_data_privilege() {
 }
 
 #[tokio::test]
+async fn generic_tables_take_the_table_privileges() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["db"]}))
+        .await
+        .ok(200);
+    let generic = "/api/catalog/polaris/v1/default/namespaces/db/generic-tables";
+    let body = json!({"name": "g", "format": "delta"});
+    let grants = |privileges: &[&str]| -> Vec<Value> {
+        privileges.iter().map(|p| on_namespace(p)).collect()
+    };
+    let reader_grants = grants(&["TABLE_LIST", "TABLE_READ_PROPERTIES"]);
+    let (id, secret) = principal_with(&root, "reader", "default", &reader_grants).await;
+    let reader = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    let (id, secret) =
+        principal_with(&root, "creator", "default", &grants(&["TABLE_CREATE"])).await;
+    let creator = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    // Neither may create without TABLE_CREATE; nothing is created.
+    reader
+        .post(generic, &body)
+        .await
+        .error(403, "ForbiddenException");
+    creator.post(generic, &body).await.ok(200);
+    // Listing needs TABLE_LIST (which TABLE_CREATE implies, as in Polaris), loading
+    // TABLE_READ_PROPERTIES, dropping TABLE_DROP.
+    assert_eq!(names(&creator.get(generic).await.ok(200).json()), vec!["g"]);
+    creator
+        .get(&format!("{generic}/g"))
+        .await
+        .error(403, "ForbiddenException");
+    let listed = reader.get(generic).await.ok(200).json();
+    assert_eq!(names(&listed), vec!["g"]);
+    reader.get(&format!("{generic}/g")).await.ok(200);
+    reader
+        .delete(&format!("{generic}/g"))
+        .await
+        .error(403, "ForbiddenException");
+    // A table grant may name a generic table, as in Polaris.
+    let (id, secret) = principal_with(
+        &root,
+        "dropper",
+        "default",
+        &[json!({"type": "table", "namespace": ["db"], "tableName": "g", "privilege": "TABLE_DROP"})],
+    )
+    .await;
+    let dropper = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    dropper.get(generic).await.error(403, "ForbiddenException");
+    dropper.delete(&format!("{generic}/g")).await.ok(204);
+    reader
+        .get(&format!("{generic}/g"))
+        .await
+        .error(404, "NoSuchTableException");
+}
+
+#[tokio::test]
 async fn a_catalog_admin_cannot_reach_beyond_its_catalog() {
     let s = secure_server().await;
     let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);

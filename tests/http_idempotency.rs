@@ -108,6 +108,21 @@ async fn retried_mutations_take_effect_once() {
         .await
         .ok(204);
     assert!(s.list_tables(&["db"]).await.is_empty());
+
+    // Polaris's generic tables: the retried create answers 200 again, not 409.
+    let generic = "/api/catalog/polaris/v1/default/namespaces/db/generic-tables";
+    let create = json!({ "name": "g", "format": "delta" });
+    let created = twice(&s, Method::POST, generic, Some(&create))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(created["table"]["name"], "g");
+    twice(&s, Method::DELETE, &format!("{generic}/g"), None)
+        .await
+        .ok(204);
+    s.get(&format!("{generic}/g"))
+        .await
+        .error(404, "NoSuchTableException");
 }
 
 #[tokio::test]

@@ -98,6 +98,7 @@ contract!(
     commit_on_a_missing_object_or_the_wrong_kind_fails,
     multi_object_writes_are_all_or_nothing,
     locations_may_not_overlap,
+    generic_tables_without_a_location_overlap_nothing,
     lock_then_commit,
     lists_page_in_name_order,
     non_empty_namespaces_and_catalogs_cannot_be_dropped,
@@ -385,6 +386,48 @@ async fn locations_may_not_overlap(store: Arc<dyn Store>) {
     )
     .await
     .unwrap();
+}
+
+/// A generic table may have no location (the catalog stores `""` and asks for no
+/// check): it must block no other object's location, and others none of its own.
+async fn generic_tables_without_a_location_overlap_nothing(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let unplaced = |name: &str| ObjectWrite {
+        metadata_location: format!("generic-table:{name}"),
+        location: String::new(),
+        check_location: false,
+        ..create(ObjectKind::GenericTable, &ident(&["db"], name), "unused")
+    };
+    commit(&store, c.id, vec![unplaced("g1"), unplaced("g2")])
+        .await
+        .unwrap();
+    commit(
+        &store,
+        c.id,
+        vec![create(ObjectKind::Table, &ident(&["db"], "t"), "a/t")],
+    )
+    .await
+    .unwrap();
+    // One with a location is checked as a table is.
+    let inside = create(ObjectKind::GenericTable, &ident(&["db"], "g3"), "a/t/delta");
+    match commit(&store, c.id, vec![inside]).await {
+        Err(StoreError::LocationOverlap { other, .. }) => assert_eq!(other, ident(&["db"], "t")),
+        other => panic!("expected LocationOverlap, got {other:?}"),
+    }
+    let generic = store
+        .list_objects(
+            "c",
+            &ns(&["db"]),
+            ObjectKind::GenericTable,
+            &PageRequest::default(),
+        )
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(generic, vec!["g1", "g2"]);
+    assert_eq!(tables_in(&store, "c", &["db"]).await, vec!["t"]);
+    let g1 = store.load_object("c", &ident(&["db"], "g1")).await.unwrap();
+    assert_eq!(g1.map(|o| o.kind), Some(ObjectKind::GenericTable));
 }
 
 async fn lock_then_commit(store: Arc<dyn Store>) {

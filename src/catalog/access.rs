@@ -559,7 +559,11 @@ impl Catalog {
                 .map(drop);
         };
         let ident = Ident::new(namespace, name.clone())?;
-        match self.load_kind(catalog, &ident, kind).await? {
+        // A table grant may name a generic table: Polaris guards both alike.
+        let found = self.store.load_object(catalog, &ident).await?.filter(|o| {
+            o.kind == kind || (kind == ObjectKind::Table && o.kind == ObjectKind::GenericTable)
+        });
+        match found {
             Some(_) => Ok(()),
             None => Err(super::error::object_missing(kind, &ident)),
         }

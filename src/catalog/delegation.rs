@@ -80,7 +80,12 @@ fn s3_client_config(s3: &S3Storage) -> BTreeMap<String, String> {
     config
 }
 
-fn credential_config(keys: &TemporaryKeys, refresh_endpoint: String) -> BTreeMap<String, String> {
+/// The credential's keys; `refresh_endpoint`, where expiring ones are renewed (none for
+/// a generic table, which is loaded again instead).
+fn credential_config(
+    keys: &TemporaryKeys,
+    refresh_endpoint: Option<String>,
+) -> BTreeMap<String, String> {
     let mut config = BTreeMap::new();
     config.insert("s3.access-key-id".into(), keys.access_key_id.clone());
     config.insert(
@@ -92,11 +97,10 @@ fn credential_config(keys: &TemporaryKeys, refresh_endpoint: String) -> BTreeMap
     }
     if let Some(expires) = keys.expires_at_ms {
         config.insert("s3.session-token-expires-at-ms".into(), expires.to_string());
-        config.insert(
-            "client.refresh-credentials-endpoint".into(),
-            refresh_endpoint,
-        );
-        config.insert("client.refresh-credentials-enabled".into(), "true".into());
+        if let Some(endpoint) = refresh_endpoint {
+            config.insert("client.refresh-credentials-endpoint".into(), endpoint);
+            config.insert("client.refresh-credentials-enabled".into(), "true".into());
+        }
     }
     config
 }
@@ -297,12 +301,51 @@ impl Catalog {
             .s3_credentials((record.id, record.version), s3, locations, level)
             .await?;
         let refresh = table_endpoint(&record.name, ident, "credentials");
-        let mut config = credential_config(&keys, refresh);
+        let mut config = credential_config(&keys, Some(refresh));
         config.extend(s3_client_config(s3));
         Ok(StorageCredential {
             prefix: location,
             config,
         })
+    }
+
+    /// `storage-credentials` for a generic table's base location (Polaris answers them
+    /// with a generic table's create and load), when the caller asks for vended
+    /// credentials: scoped to that location and to the caller's privileges on the table,
+    /// as a table's are. None without a base location (nothing to scope them to) or on
+    /// storage that vends nothing.
+    pub(super) async fn generic_table_credentials(
+        &self,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
+        ident: &Ident,
+        base_location: Option<&str>,
+    ) -> CatalogResult<Vec<StorageCredential>> {
+        let (true, Some(base)) = (ctx.access_delegation.vended_credentials, base_location) else {
+            return Ok(Vec::new());
+        };
+        let StorageConfig::S3(s3) = StorageConfig::of(&record.storage_config) else {
+            return Ok(Vec::new());
+        };
+        if !s3.can_vend() {
+            return Ok(Vec::new());
+        }
+        let level = self.data_access(ctx, &record.name, ident)?;
+        let keys = self
+            .vendor
+            .s3_credentials(
+                (record.id, record.version),
+                &s3,
+                &[parse_object(base)?],
+                level,
+            )
+            .await?;
+        let mut config = credential_config(&keys, None);
+        config.extend(s3_client_config(&s3));
+        Ok(vec![StorageCredential {
+            prefix: base.to_string(),
+            config,
+        }])
     }
 
     /// `GET …/credentials`: fresh (or cached) credentials for the table, scoped by the
@@ -392,7 +435,7 @@ mod tests {
             session_token: None,
             expires_at_ms: None,
         };
-        let config = credential_config(&keys, "v1/x".into());
+        let config = credential_config(&keys, Some("v1/x".into()));
         assert!(!config.contains_key("client.refresh-credentials-endpoint"));
         assert!(!config.contains_key("s3.session-token"));
     }

@@ -94,7 +94,7 @@ pub fn catalog_missing(name: &str) -> CatalogError {
 
 pub fn object_missing(kind: ObjectKind, ident: impl std::fmt::Display) -> CatalogError {
     let missing = match kind {
-        ObjectKind::Table => Missing::Table,
+        ObjectKind::Table | ObjectKind::GenericTable => Missing::Table,
         ObjectKind::View => Missing::View,
     };
     CatalogError::not_found(missing, format!("{} does not exist: {ident}", kind.title()))

@@ -11,7 +11,8 @@
 //!   kept by idempotency keys).
 //! - `catalogs`: catalogs (Polaris's management API).
 //! - `namespaces`, `tables`, `views`: the Iceberg REST resources; `objects`: what
-//!   tables and views share (create, register, list, rename, drop, the commit loop).
+//!   tables and views share (create, register, list, rename, drop, the commit loop);
+//!   `generic`: Polaris's generic tables (non-Iceberg tables by name and format).
 //! - `commit`: pure commit rules over iceberg-rust's metadata builders; `locks`: commits
 //!   to one object queue (and, on the embedded store, pipeline).
 //! - `locations`: where tables and views live, and which locations are allowed.
@@ -34,6 +35,7 @@ pub mod delegation;
 mod dropped;
 pub mod error;
 mod events;
+pub mod generic;
 pub mod locations;
 mod locks;
 pub mod namespaces;

@@ -17,25 +17,27 @@ use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::{Applied, Mutation, ObjectWrite, PendingPurge, StoreError, StoredObject};
 
 /// Whether the metadata files of a commit are new (written by the commit loop, removed if
-/// the commit fails) or exist already (a register: never written, never removed).
+/// the commit fails) or exist already (a register: never written, never removed; also a
+/// generic table, which has no metadata file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum MetadataFiles {
     New,
     Existing,
 }
 
-/// The table or view flavour of something (a privilege, an event's operation).
+/// The table or view flavour of something (a privilege, an event's operation). A generic
+/// table takes the table's: Polaris guards both with the same privileges.
 pub(super) fn by_kind<T>(kind: ObjectKind, table: T, view: T) -> T {
     match kind {
-        ObjectKind::Table => table,
+        ObjectKind::Table | ObjectKind::GenericTable => table,
         ObjectKind::View => view,
     }
 }
 
-/// A table or view as a securable.
+/// A table or view as a securable (a generic table is a table to grants).
 pub(super) fn securable(kind: ObjectKind, ident: &Ident) -> Securable {
     match kind {
-        ObjectKind::Table => Securable::table(ident),
+        ObjectKind::Table | ObjectKind::GenericTable => Securable::table(ident),
         ObjectKind::View => Securable::view(ident),
     }
 }
@@ -90,14 +92,23 @@ pub(super) fn identity(kind: ObjectKind, metadata: &str) -> CatalogResult<Identi
         table: Option<String>,
         #[serde(rename = "view-uuid")]
         view: Option<String>,
-        location: String,
+        #[serde(rename = "generic-table-uuid")]
+        generic: Option<String>,
+        location: Option<String>,
+        #[serde(rename = "base-location")]
+        base_location: Option<String>,
     }
     let parts: Parts = serde_json::from_str(metadata).map_err(CatalogError::internal)?;
-    let uuid = by_kind(kind, parts.table, parts.view)
-        .ok_or_else(|| CatalogError::internal(anyhow::anyhow!("stored metadata has no uuid")))?;
+    let (uuid, location) = match kind {
+        ObjectKind::Table => (parts.table, parts.location),
+        ObjectKind::View => (parts.view, parts.location),
+        // A generic table may have no location: nothing of it is ever purged.
+        ObjectKind::GenericTable => (parts.generic, parts.base_location.or(Some(String::new()))),
+    };
+    let missing = |what| CatalogError::internal(anyhow::anyhow!("stored metadata has no {what}"));
     Ok(Identity {
-        uuid,
-        location: parts.location,
+        uuid: uuid.ok_or_else(|| missing("uuid"))?,
+        location: location.ok_or_else(|| missing("location"))?,
     })
 }
 
@@ -109,11 +120,15 @@ pub(super) fn drop_event(
     before: &str,
     purge: bool,
 ) -> Draft {
-    let operation = by_kind(kind, Operation::DropTable, Operation::DropView);
-    let event = Draft::object(operation, ident, uuid).with("metadata-location-before", before);
     match kind {
-        ObjectKind::Table => event.with("purge", purge),
-        ObjectKind::View => event,
+        ObjectKind::Table => Draft::object(Operation::DropTable, ident, uuid)
+            .with("metadata-location-before", before)
+            .with("purge", purge),
+        ObjectKind::View => {
+            Draft::object(Operation::DropView, ident, uuid).with("metadata-location-before", before)
+        }
+        // It has no metadata file, and nothing of it is purged.
+        ObjectKind::GenericTable => Draft::object(Operation::DropGenericTable, ident, uuid),
     }
 }
 
@@ -168,12 +183,16 @@ impl Catalog {
             &Securable::namespace(&write.ident.namespace),
         )?;
         let idents = [write.ident.clone()];
+        let files = match write.kind {
+            ObjectKind::GenericTable => MetadataFiles::Existing,
+            ObjectKind::Table | ObjectKind::View => MetadataFiles::New,
+        };
         let writes = self
             .commit_with_retry(
                 ctx,
                 catalog,
                 &idents,
-                MetadataFiles::New,
+                files,
                 |current| {
                     let result = match current.into_iter().next().flatten() {
                         Some(existing) => {
@@ -359,7 +378,12 @@ impl Catalog {
                 let record = target;
                 let Identity { uuid, location } = identity(kind, &object.metadata)?;
                 let mut event = drop_event(kind, ident, &uuid, &object.metadata_location, purge);
-                let retain = self.retention(purge);
+                // A generic table's drop is final, as in Polaris: undrop restores
+                // Iceberg metadata, which it has none of.
+                let retain = match kind {
+                    ObjectKind::GenericTable => None,
+                    _ => self.retention(purge),
+                };
                 let purge_now = match &retain {
                     None if purge => self.purge_of(record, &location),
                     _ => None,

@@ -380,9 +380,9 @@ impl Catalog {
         let creating = change.requirements.contains(&TableRequirement::NotExist);
         let (metadata, base_properties, base_text, expected, previous_location, snapshots_before) =
             match current {
-                Some(object) if object.kind == ObjectKind::View => {
+                Some(object) if object.kind != ObjectKind::Table => {
                     return Err(if creating {
-                        object_exists(ObjectKind::Table, ObjectKind::View, ident)
+                        object_exists(ObjectKind::Table, object.kind, ident)
                     } else {
                         object_missing(ObjectKind::Table, ident)
                     });

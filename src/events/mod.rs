@@ -43,6 +43,8 @@ pub enum Operation {
     UpdateView,
     DropView,
     RenameView,
+    CreateGenericTable,
+    DropGenericTable,
     CreateNamespace,
     UpdateNamespaceProperties,
     DropNamespace,
@@ -53,7 +55,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 17] = [
+    pub const ALL: [Operation; 19] = [
         Operation::CreateTable,
         Operation::RegisterTable,
         Operation::UpdateTable,
@@ -64,6 +66,8 @@ impl Operation {
         Operation::UpdateView,
         Operation::DropView,
         Operation::RenameView,
+        Operation::CreateGenericTable,
+        Operation::DropGenericTable,
         Operation::CreateNamespace,
         Operation::UpdateNamespaceProperties,
         Operation::DropNamespace,
@@ -86,6 +90,9 @@ impl Operation {
             Operation::UpdateView => "update-view",
             Operation::DropView => "drop-view",
             Operation::RenameView => "rename-view",
+            // Polaris's generic tables: no operation of the REST proposal names them.
+            Operation::CreateGenericTable => "x-floe-create-generic-table",
+            Operation::DropGenericTable => "x-floe-drop-generic-table",
             Operation::CreateNamespace => "create-namespace",
             Operation::UpdateNamespaceProperties => "update-namespace-properties",
             Operation::DropNamespace => "drop-namespace",
@@ -106,6 +113,7 @@ impl Operation {
         match self {
             CreateTable | RegisterTable | UpdateTable | DropTable | RenameTable => "table",
             CreateView | RegisterView | UpdateView | DropView | RenameView => "view",
+            CreateGenericTable | DropGenericTable => "generic-table",
             CreateNamespace | UpdateNamespaceProperties | DropNamespace => "namespace",
             CreateCatalog | UpdateCatalog | DropCatalog => "catalog",
             UpdateSecurity => "security",
@@ -154,6 +162,7 @@ impl Draft {
     pub fn object(operation: Operation, ident: &Ident, uuid: &str) -> Self {
         let uuid_key = match operation.object_type() {
             "view" => "view-uuid",
+            "generic-table" => "generic-table-uuid",
             _ => "table-uuid",
         };
         Draft::new(operation, format!("object:{uuid}"), subject_of(ident))

@@ -114,9 +114,9 @@ impl EventQuery {
                 types
                     .iter()
                     .map(|t| match t.as_str() {
-                        "namespace" | "table" | "view" => Ok(t.clone()),
+                        "namespace" | "table" | "view" | "generic-table" => Ok(t.clone()),
                         _ => Err(bad(format!(
-                            "Unknown object type '{t}': expected namespace, table or view"
+                            "Unknown object type '{t}': expected namespace, table, view or generic-table"
                         ))),
                     })
                     .collect::<Result<HashSet<_>, _>>()?,
@@ -229,6 +229,7 @@ impl EventFilter {
             let uuid = data
                 .get("table-uuid")
                 .or_else(|| data.get("view-uuid"))
+                .or_else(|| data.get("generic-table-uuid"))
                 .and_then(Value::as_str);
             if !uuid.is_some_and(|u| uuids.contains(u)) {
                 return false;

@@ -43,6 +43,12 @@ pub const ENDPOINTS: &[&str] = &[
     "POST /v1/{prefix}/views/rename",
     "POST /v1/{prefix}/namespaces/{namespace}/register-view",
     "POST /v1/{prefix}/events",
+    // Polaris's generic tables, spelled as Polaris advertises them (no leading slash):
+    // its clients look for these exact strings before they call one.
+    "GET polaris/v1/{prefix}/namespaces/{namespace}/generic-tables",
+    "POST polaris/v1/{prefix}/namespaces/{namespace}/generic-tables",
+    "GET polaris/v1/{prefix}/namespaces/{namespace}/generic-tables/{generic-table}",
+    "DELETE polaris/v1/{prefix}/namespaces/{namespace}/generic-tables/{generic-table}",
 ];
 
 pub fn routes(routes: Routes) -> Routes {

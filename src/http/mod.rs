@@ -5,6 +5,7 @@
 //! - `namespaces`, `tables`, `views`: the Iceberg REST resources, served under `/v1` and
 //!   under Polaris's `/api/catalog/v1`.
 //! - `scan`: server-side scan planning (`…/plan`, `…/tasks`).
+//! - `generic`: Polaris's generic tables (`/polaris/v1/{prefix}/…/generic-tables`).
 //! - `events`: the REST events endpoint (the change-event outbox, page by page).
 //! - `management`: Polaris's management API for catalogs; `dropped`: Floe's undrop
 //!   endpoints beside it.
@@ -31,6 +32,7 @@ pub mod error;
 mod events;
 mod extract;
 mod front;
+mod generic;
 mod hot;
 pub mod idempotency;
 mod management;
@@ -107,12 +109,15 @@ fn router(state: AppState, settings: &HttpSettings) -> Router {
         let routes = scan::routes(routes);
         views::routes(routes).0
     };
+    let polaris = |base| generic::routes(Routes::under(base)).0;
     let management = Routes::under("/api/management/v1");
     let management = dropped::routes(principals::routes(management::routes(management))).0;
     Router::new()
         .merge(iceberg("/v1"))
         .merge(iceberg("/api/catalog/v1"))
         .merge(management)
+        .merge(polaris("/polaris/v1"))
+        .merge(polaris("/api/catalog/polaris/v1"))
         .route(
             "/api/catalog/polaris/v1/{catalog}/applicable-policies",
             get(management::applicable_policies),

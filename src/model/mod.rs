@@ -17,11 +17,14 @@ pub type Properties = BTreeMap<String, String>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CatalogId(pub i64);
 
-/// Tables and views share one name space inside a namespace.
+/// Tables, views and generic tables share one name space inside a namespace. A generic
+/// table is Polaris's record of a non-Iceberg table (Delta, CSV…): a name, a format, an
+/// optional base location and properties, with no metadata file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ObjectKind {
     Table,
     View,
+    GenericTable,
 }
 
 impl ObjectKind {
@@ -29,6 +32,7 @@ impl ObjectKind {
         match self {
             ObjectKind::Table => "table",
             ObjectKind::View => "view",
+            ObjectKind::GenericTable => "generic-table",
         }
     }
 
@@ -36,15 +40,17 @@ impl ObjectKind {
         match s {
             "table" => Some(ObjectKind::Table),
             "view" => Some(ObjectKind::View),
+            "generic-table" => Some(ObjectKind::GenericTable),
             _ => None,
         }
     }
 
-    /// "Table" or "View", as Iceberg's messages spell it.
+    /// "Table" or "View", as Iceberg's messages spell it ("Generic table" as Polaris's).
     pub fn title(self) -> &'static str {
         match self {
             ObjectKind::Table => "Table",
             ObjectKind::View => "View",
+            ObjectKind::GenericTable => "Generic table",
         }
     }
 }

@@ -334,6 +334,60 @@ def test_batch_deletes_are_signed_only_over_their_checked_body(lake, s3_server):
     assert root.call("GET", f"{MGMT}/catalogs/lake").json() == before
 
 
+GENERIC = "/api/catalog/polaris/v1/lake/namespaces/ns/generic-tables"
+
+
+def test_generic_tables_get_credentials_for_their_base_location_only(lake, s3_server):
+    """Polaris's generic tables (a Delta table, say): a load asking for vended credentials
+    gets keys confined to the table's base location, by the caller's privileges."""
+    server, root, prefix = lake
+    base = f"s3://lake/{prefix}/ns/delta_events"
+    r = root.call("POST", GENERIC, {"name": "delta_events", "format": "delta",
+                                    "base-location": base}, headers=VENDED)
+    assert r.status_code == 200, r.text
+    created = r.json()
+    assert created["table"]["base-location"] == base
+    [credential] = created["storage-credentials"]
+    assert credential["prefix"] == base
+    # No refresh endpoint: a generic table has no /credentials (load it again).
+    assert "client.refresh-credentials-endpoint" not in credential["config"]
+    other = create(root, "beside_delta")
+    other_dir = key_of(other["metadata"]["location"])
+
+    loaded = root.call("GET", f"{GENERIC}/delta_events", headers=VENDED)
+    assert loaded.status_code == 200, loaded.text
+    vended = s3_as(s3_server, creds_of(loaded.json()))
+    base_key = key_of(base)
+    vended.put_object(Bucket="lake", Key=f"{base_key}/_delta_log/00000.json", Body=b"{}")
+    assert vended.get_object(Bucket="lake", Key=f"{base_key}/_delta_log/00000.json")["Body"].read() == b"{}"
+    # Beside it: an Iceberg table's directory, a sibling sharing its name's start, the bucket.
+    assert denied(lambda: vended.put_object(Bucket="lake", Key=f"{other_dir}/data/x", Body=b"x")) == "AccessDenied"
+    assert denied(lambda: vended.put_object(Bucket="lake", Key=f"{base_key}_2/x", Body=b"x")) == "AccessDenied"
+    assert denied(lambda: vended.list_objects_v2(Bucket="lake")) == "AccessDenied"
+    # Without the header, nothing is vended.
+    plain = root.call("GET", f"{GENERIC}/delta_events")
+    assert plain.status_code == 200 and "storage-credentials" not in plain.json()
+
+    # TABLE_READ_DATA: read-only keys; TABLE_READ_PROPERTIES alone: the load works, but
+    # asking for credentials is a 403.
+    reader = principal_with(root, "generic_reader", "TABLE_READ_DATA")
+    r = reader.call("GET", f"{GENERIC}/delta_events", headers=VENDED)
+    assert r.status_code == 200, r.text
+    ro = s3_as(s3_server, creds_of(r.json()))
+    assert ro.get_object(Bucket="lake", Key=f"{base_key}/_delta_log/00000.json")
+    assert denied(lambda: ro.put_object(Bucket="lake", Key=f"{base_key}/y", Body=b"y")) == "AccessDenied"
+    props = principal_with(root, "generic_props", "TABLE_READ_PROPERTIES")
+    assert props.call("GET", f"{GENERIC}/delta_events").status_code == 200
+    r = props.call("GET", f"{GENERIC}/delta_events", headers=VENDED)
+    assert r.status_code == 403 and r.json()["error"]["type"] == "ForbiddenException"
+    # A create asking for credentials it may not have is refused and creates nothing.
+    creator = principal_with(root, "generic_creator", "TABLE_CREATE")
+    r = creator.call("POST", GENERIC, {"name": "not_made", "format": "delta",
+                                       "base-location": f"{base}_not_made"}, headers=VENDED)
+    assert r.status_code == 403, r.text
+    assert root.call("GET", f"{GENERIC}/not_made").status_code == 404
+
+
 def test_bad_storage_configs_are_refused_and_change_nothing(lake, s3_server):
     server, root, prefix = lake
     before = root.call("GET", f"{MGMT}/catalogs").json()

@@ -70,4 +70,10 @@ CREATE TABLE security (
     super::dropped::MIGRATION,
     // Purges still to finish.
     super::dropped::PURGES_MIGRATION,
+    // Polaris's generic tables join tables and views.
+    r#"
+ALTER TABLE objects DROP CONSTRAINT objects_kind_check;
+ALTER TABLE objects ADD CONSTRAINT objects_kind_check
+    CHECK (kind IN ('table', 'view', 'generic-table'));
+"#,
 ];

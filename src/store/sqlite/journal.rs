@@ -41,11 +41,34 @@ CREATE TABLE file_journal (
 );
 "#;
 
+/// The triggers on `objects` that keep the journal's entries whole (see below): a
+/// macro, so that a migration which rebuilds `objects` (and so drops them) can create
+/// them again with the same text.
+macro_rules! object_triggers {
+    () => {
+        r#"
+CREATE TRIGGER file_journal_row_updated
+    AFTER UPDATE OF metadata_location, namespace, name, catalog_id ON objects
+BEGIN
+    UPDATE file_journal SET metadata = old.metadata
+        WHERE location = old.metadata_location AND metadata IS NULL;
+END;
+CREATE TRIGGER file_journal_row_deleted AFTER DELETE ON objects
+BEGIN
+    UPDATE file_journal SET metadata = old.metadata
+        WHERE location = old.metadata_location AND metadata IS NULL;
+END;
+"#
+    };
+}
+pub(super) use object_triggers;
+
 /// Entries that name the object row holding their text (`metadata` `NULL`), and the
 /// triggers that copy a row's text into its entry before the row stops holding it. A
 /// trigger fires on every path that moves a row on (commit, rename, drop), present or
 /// future. The rebuild keeps any entry a crash left.
-pub(super) const BY_REFERENCE_MIGRATION: &str = r#"
+pub(super) const BY_REFERENCE_MIGRATION: &str = concat!(
+    r#"
 CREATE TABLE file_journal_new (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT,
     location   TEXT NOT NULL,
@@ -60,18 +83,9 @@ INSERT INTO file_journal_new (seq, location, metadata)
 DROP TABLE file_journal;
 ALTER TABLE file_journal_new RENAME TO file_journal;
 CREATE INDEX file_journal_by_location ON file_journal (location);
-CREATE TRIGGER file_journal_row_updated
-    AFTER UPDATE OF metadata_location, namespace, name, catalog_id ON objects
-BEGIN
-    UPDATE file_journal SET metadata = old.metadata
-        WHERE location = old.metadata_location AND metadata IS NULL;
-END;
-CREATE TRIGGER file_journal_row_deleted AFTER DELETE ON objects
-BEGIN
-    UPDATE file_journal SET metadata = old.metadata
-        WHERE location = old.metadata_location AND metadata IS NULL;
-END;
-"#;
+"#,
+    object_triggers!()
+);
 
 /// Where the journal's committed entries end and which of them sync rounds covered.
 #[derive(Debug, Default)]

@@ -1110,7 +1110,8 @@ mod tests {
         let path = dir.path().join("catalog.db");
         // A database as the release before the rebuild left it, with a namespace whose
         // properties overflow a page and a table in it.
-        let before = super::MIGRATIONS.len() - 1;
+        let before = 9;
+        assert!(super::MIGRATIONS[before].contains("namespaces_by_rowid"));
         {
             let conn = open_connection(&path).unwrap();
             for (i, migration) in super::MIGRATIONS[..before].iter().enumerate() {
@@ -1151,6 +1152,73 @@ mod tests {
             )
             .unwrap();
         assert!(plan.contains("COVERING INDEX"), "{plan}");
+    }
+
+    #[tokio::test]
+    async fn objects_and_their_journal_triggers_survive_the_generic_table_rebuild() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("catalog.db");
+        let before = super::MIGRATIONS.len() - 1;
+        assert!(super::MIGRATIONS[before].contains("'generic-table'"));
+        {
+            let conn = open_connection(&path).unwrap();
+            for (i, migration) in super::MIGRATIONS[..before].iter().enumerate() {
+                conn.execute_batch(migration).unwrap();
+                conn.execute_batch(&format!("PRAGMA user_version = {}", i + 1))
+                    .unwrap();
+            }
+            // A table whose metadata file is journaled by reference to its row.
+            conn.execute_batch(
+                "INSERT INTO catalogs VALUES (7, 'c', '{}', '{}', 0, 0, 1);
+                 INSERT INTO namespaces (catalog_id, path, parent, name, properties)
+                     VALUES (7, 'db', '', 'db', '{}');
+                 INSERT INTO objects VALUES (7, 'db', 't', 'table', 'm0', '{\"v\":0}', 'file:///wh/t/');
+                 INSERT INTO file_journal (location, metadata, catalog_id, namespace, name)
+                     VALUES ('m0', NULL, 7, 'db', 't');",
+            )
+            .unwrap();
+            let refused = conn.execute(
+                "INSERT INTO objects VALUES (7, 'db', 'g', 'generic-table', 'g0', '{}', '')",
+                [],
+            );
+            assert!(refused.is_err(), "the old schema took a generic table");
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
+        assert_eq!(
+            (loaded.kind, loaded.metadata_location.as_str()),
+            (ObjectKind::Table, "m0")
+        );
+        let conn = open_connection(&path).unwrap();
+        conn.execute(
+            "INSERT INTO objects VALUES (7, 'db', 'g', 'generic-table', 'g0', '{}', '')",
+            [],
+        )
+        .unwrap();
+        // The triggers came back with the table: moving the row on hands its text to
+        // the journal entry that named it.
+        conn.execute(
+            "UPDATE objects SET metadata_location = 'm1' WHERE name = 't'",
+            [],
+        )
+        .unwrap();
+        let journaled: Option<String> = conn
+            .query_row(
+                "SELECT metadata FROM file_journal WHERE location = 'm0'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(journaled.as_deref(), Some("{\"v\":0}"));
+        // And the foreign key to the namespaces still holds.
+        let orphan = conn.execute(
+            "INSERT INTO objects VALUES (7, 'gone', 't', 'table', 'm0', '{}', 'file:///wh/g/')",
+            [],
+        );
+        assert!(
+            orphan.is_err(),
+            "an object outside any namespace was accepted"
+        );
     }
 
     #[test]

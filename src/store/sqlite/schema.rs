@@ -5,6 +5,7 @@
 use anyhow::Context;
 use rusqlite::{Connection, TransactionBehavior};
 
+use super::journal::object_triggers;
 use super::{dropped, journal, outbox};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
@@ -105,6 +106,30 @@ DROP TABLE namespaces;
 ALTER TABLE namespaces_by_rowid RENAME TO namespaces;
 CREATE UNIQUE INDEX namespaces_children ON namespaces (catalog_id, parent, name);
 "#,
+    // Polaris's generic tables join tables and views. A CHECK constraint cannot change in
+    // place: the table is rebuilt, and the journal's triggers on it made again.
+    concat!(
+        r#"
+CREATE TABLE objects_new (
+    catalog_id        INTEGER NOT NULL,
+    namespace         TEXT NOT NULL,
+    name              TEXT NOT NULL,
+    kind              TEXT NOT NULL CHECK (kind IN ('table', 'view', 'generic-table')),
+    metadata_location TEXT NOT NULL,
+    metadata          TEXT NOT NULL,
+    location          TEXT NOT NULL,
+    PRIMARY KEY (catalog_id, namespace, name),
+    FOREIGN KEY (catalog_id, namespace) REFERENCES namespaces (catalog_id, path)
+);
+INSERT INTO objects_new (catalog_id, namespace, name, kind, metadata_location, metadata, location)
+    SELECT catalog_id, namespace, name, kind, metadata_location, metadata, location FROM objects;
+DROP TABLE objects;
+ALTER TABLE objects_new RENAME TO objects;
+CREATE INDEX objects_by_kind ON objects (catalog_id, namespace, kind, name);
+CREATE INDEX objects_by_location ON objects (location);
+"#,
+        object_triggers!()
+    ),
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> anyhow::Result<()> {
