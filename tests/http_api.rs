@@ -1544,13 +1544,13 @@ async fn bad_generic_tables_are_refused_and_change_nothing() {
             json!({"name": "g", "format": 7}),
             400,
             "BadRequestException",
-            "expected a string",
+            "format: invalid type: integer `7`, expected a string",
         ),
         (
             json!({"name": "g", "format": "delta", "properties": {"k": 1}}),
             400,
             "BadRequestException",
-            "expected a string",
+            "properties.k: invalid type: integer `1`, expected a string",
         ),
         (
             json!({"name": "g", "format": "delta", "base-location": ""}),

@@ -13,7 +13,8 @@ use crate::catalog::pagination::ListRequest;
 use crate::model::{Ident, Namespace, KEY_SEPARATOR};
 
 /// A JSON request body. Malformed JSON, a wrong shape or an unknown update action is a 400
-/// with serde's explanation; a body over the limit is a 413.
+/// with serde's explanation and where in the body it applies; a body over the limit is a
+/// 413.
 pub struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -31,7 +32,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             })?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)
-            .map_err(|e| ApiError::bad_request(format!("Malformed request body: {e}")))
+            .map_err(|e| ApiError::bad_request(malformed::<T>(&bytes, e)))
+    }
+}
+
+/// The message for a body serde refused, naming the field it refused (`updates[0].action:
+/// …`). The path is found by parsing again, with tracking, only once a parse has failed:
+/// tracking every body's fields would cost each commit's parse on the write path.
+fn malformed<T: DeserializeOwned>(body: &[u8], error: serde_json::Error) -> String {
+    // Not JSON at all: the line and column say where; there is no field to name.
+    if !error.is_data() {
+        return format!("Malformed request body: {error}");
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    let path = match serde_path_to_error::deserialize::<_, T>(de) {
+        Err(tracked) => tracked.path().to_string(),
+        Ok(_) => ".".to_string(),
+    };
+    match path.as_str() {
+        // The body as a whole (the wrong type at the top).
+        "." => format!("Malformed request body: {error}"),
+        _ => format!("Malformed request body: {path}: {error}"),
     }
 }
 
@@ -163,6 +184,37 @@ pub fn identifiers_page(items: &[Ident], next_page_token: Option<String>) -> ser
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn malformed_bodies_say_where() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)] // only parsed
+        struct Body {
+            name: String,
+            items: Vec<Item>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Item {
+            size: u32,
+        }
+        let message = |body: &str| {
+            let error = serde_json::from_str::<Body>(body).unwrap_err();
+            malformed::<Body>(body.as_bytes(), error)
+        };
+        assert_eq!(
+            message(r#"{"name": "n", "items": [{"size": 1}, {"size": "x"}]}"#),
+            "Malformed request body: items[1].size: invalid type: string \"x\", \
+             expected u32 at line 1 column 49"
+        );
+        assert!(message(r#"{"name": 7, "items": []}"#)
+            .starts_with("Malformed request body: name: invalid type: integer `7`"));
+        // Nothing to point at: the body as a whole.
+        assert!(message(r#""x""#).starts_with(
+            "Malformed request body: invalid type: string \"x\", expected struct Body"
+        ));
+        assert!(message("{").starts_with("Malformed request body: EOF while parsing"));
+    }
 
     #[test]
     fn if_none_match_accepts_lists_and_weak_tags() {
