@@ -270,7 +270,7 @@ impl Catalog {
         if vend {
             let (location, locations) = Self::file_locations(record, metadata)?;
             let credential = self
-                .vend(record, &s3, ident, location, &locations, level)
+                .vend(record, &s3, Some(ident), location, &locations, level)
                 .await?;
             out.config.extend(credential.config.clone());
             out.credentials.push(credential);
@@ -287,11 +287,13 @@ impl Catalog {
         Ok(out)
     }
 
+    /// Credentials for `locations`, announced under `location`; `refresh`: the table
+    /// whose `/credentials` renews them (none for a generic table).
     async fn vend(
         &self,
         record: &CatalogRecord,
         s3: &S3Storage,
-        ident: &Ident,
+        refresh: Option<&Ident>,
         location: String,
         locations: &[ObjectLocation],
         level: AccessLevel,
@@ -300,8 +302,8 @@ impl Catalog {
             .vendor
             .s3_credentials((record.id, record.version), s3, locations, level)
             .await?;
-        let refresh = table_endpoint(&record.name, ident, "credentials");
-        let mut config = credential_config(&keys, Some(refresh));
+        let refresh = refresh.map(|ident| table_endpoint(&record.name, ident, "credentials"));
+        let mut config = credential_config(&keys, refresh);
         config.extend(s3_client_config(s3));
         Ok(StorageCredential {
             prefix: location,
@@ -317,35 +319,26 @@ impl Catalog {
     pub(super) async fn generic_table_credentials(
         &self,
         ctx: &RequestContext,
-        record: &CatalogRecord,
+        catalog: &str,
         ident: &Ident,
         base_location: Option<&str>,
     ) -> CatalogResult<Vec<StorageCredential>> {
         let (true, Some(base)) = (ctx.access_delegation.vended_credentials, base_location) else {
             return Ok(Vec::new());
         };
+        let record = self.delegation_catalog(catalog).await?;
         let StorageConfig::S3(s3) = StorageConfig::of(&record.storage_config) else {
             return Ok(Vec::new());
         };
         if !s3.can_vend() {
             return Ok(Vec::new());
         }
-        let level = self.data_access(ctx, &record.name, ident)?;
-        let keys = self
-            .vendor
-            .s3_credentials(
-                (record.id, record.version),
-                &s3,
-                &[parse_object(base)?],
-                level,
-            )
+        let level = self.data_access(ctx, catalog, ident)?;
+        let locations = [parse_object(base)?];
+        let credential = self
+            .vend(&record, &s3, None, base.to_string(), &locations, level)
             .await?;
-        let mut config = credential_config(&keys, None);
-        config.extend(s3_client_config(&s3));
-        Ok(vec![StorageCredential {
-            prefix: base.to_string(),
-            config,
-        }])
+        Ok(vec![credential])
     }
 
     /// `GET …/credentials`: fresh (or cached) credentials for the table, scoped by the
@@ -365,7 +358,7 @@ impl Catalog {
             StorageConfig::S3(s3) if s3.can_vend() => {
                 let (location, locations) = Self::file_locations(&record, &table.metadata)?;
                 Ok(vec![
-                    self.vend(&record, &s3, ident, location, &locations, level)
+                    self.vend(&record, &s3, Some(ident), location, &locations, level)
                         .await?,
                 ])
             }

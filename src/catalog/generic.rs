@@ -159,7 +159,7 @@ impl Catalog {
         };
         // Vended before anything is written: a refusal (or an STS failure) creates nothing.
         let credentials = self
-            .generic_table_credentials(ctx, &record, &ident, request.base_location.as_deref())
+            .generic_table_credentials(ctx, catalog, &ident, request.base_location.as_deref())
             .await?;
         let uuid = uuid::Uuid::new_v4().to_string();
         let stored = Stored {
@@ -215,14 +215,9 @@ impl Catalog {
             CatalogError::internal(anyhow::anyhow!("stored generic table is invalid: {e}"))
         })?;
         let table = stored.into_table(&ident.name);
-        let credentials = match table.base_location.as_deref() {
-            Some(base) if ctx.access_delegation.vended_credentials => {
-                let record = self.delegation_catalog(catalog).await?;
-                self.generic_table_credentials(ctx, &record, ident, Some(base))
-                    .await?
-            }
-            _ => Vec::new(),
-        };
+        let credentials = self
+            .generic_table_credentials(ctx, catalog, ident, table.base_location.as_deref())
+            .await?;
         Ok(LoadedGeneric { table, credentials })
     }
 
