@@ -250,6 +250,175 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
     s.get(&other).await.error(404, "NoSuchPlanIdException");
 }
 
+/// Writes a manifest of `snapshot` (its added files, and older files kept as EXISTING, as
+/// a merge writes them) where the table's files go; returns its manifest list entry.
+async fn manifest_of(
+    s: &Server,
+    table: &TableMetadata,
+    name: &str,
+    (snapshot, sequence): (i64, i64),
+    added: Vec<DataFile>,
+    existing: Vec<(DataFile, i64)>,
+) -> ManifestFile {
+    let memory = FileIO::new_with_memory();
+    let scratch = format!("memory:///{}", uuid::Uuid::new_v4());
+    let mut writer = ManifestWriterBuilder::new(
+        memory.new_output(&scratch).unwrap(),
+        Some(snapshot),
+        table.current_schema().clone(),
+        table.default_partition_spec().as_ref().clone(),
+    )
+    .build_v2_data();
+    for file in added {
+        writer.add_file(file, sequence).unwrap();
+    }
+    for (file, added_by) in existing {
+        writer
+            .add_existing_file(file, added_by, added_by, Some(added_by))
+            .unwrap();
+    }
+    let mut entry = writer.write_manifest_file().await.unwrap();
+    entry.sequence_number = sequence;
+    entry.min_sequence_number = sequence;
+    let location = format!("{}/metadata/{name}.avro", table.location());
+    let bytes = memory.new_input(&scratch).unwrap().read().await.unwrap();
+    s.files.write(&location, bytes.to_vec()).await;
+    entry.manifest_path = location;
+    entry
+}
+
+/// Writes snapshot `id`'s manifest list and commits it as the table's current snapshot,
+/// child of `id - 1` (snapshot ids are their sequence numbers here).
+async fn commit_numbered(
+    s: &Server,
+    name: &str,
+    id: i64,
+    operation: &str,
+    list: Vec<ManifestFile>,
+) {
+    let table = metadata(s, name).await;
+    let memory = FileIO::new_with_memory();
+    let scratch = format!("memory:///{}", uuid::Uuid::new_v4());
+    let out = memory.new_output(&scratch).unwrap();
+    let parent = (id > 1).then_some(id - 1);
+    let mut writer = ManifestListWriter::v2(out.writer().await.unwrap(), id, parent, id);
+    writer.add_manifests(list.into_iter()).unwrap();
+    writer.close().await.unwrap();
+    let location = format!("{}/metadata/snap-{id}.avro", table.location());
+    let bytes = memory.new_input(&scratch).unwrap().read().await.unwrap();
+    s.files.write(&location, bytes.to_vec()).await;
+    let mut snapshot = json!({
+        "snapshot-id": id, "sequence-number": id, "timestamp-ms": now_ms(),
+        "manifest-list": location, "summary": { "operation": operation }, "schema-id": 0 });
+    if let Some(parent) = parent {
+        snapshot["parent-snapshot-id"] = parent.into();
+    }
+    s.commit(
+        NS,
+        name,
+        json!({ "updates": [
+            { "action": "add-snapshot", "snapshot": snapshot },
+            { "action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": id },
+        ]}),
+    )
+    .await
+    .ok(200);
+}
+
+#[tokio::test]
+async fn incremental_plans_carry_what_the_ranges_appends_added() {
+    let s = Server::start().await;
+    s.create_namespace(NS).await;
+    let table = partitioned_table(&s, "inc").await;
+    let at = |f: &str| format!("{}/data/{f}.parquet", table.location());
+    let file = |f: &str, part: &str| data_file(&at(f), part, (1, 10));
+    // 1 (append): a, b. 2 (append): c. 3 (overwrite): x. 4 (append): d, in a manifest
+    // that merged all the others (a, b, c, x kept as EXISTING).
+    let m1 = manifest_of(
+        &s,
+        &table,
+        "m1",
+        (1, 1),
+        vec![file("a", "a"), file("b", "b")],
+        vec![],
+    )
+    .await;
+    commit_numbered(&s, "inc", 1, "append", vec![m1.clone()]).await;
+    let m2 = manifest_of(&s, &table, "m2", (2, 2), vec![file("c", "c")], vec![]).await;
+    commit_numbered(&s, "inc", 2, "append", vec![m2.clone(), m1.clone()]).await;
+    let m3 = manifest_of(&s, &table, "m3", (3, 3), vec![file("x", "a")], vec![]).await;
+    commit_numbered(&s, "inc", 3, "overwrite", vec![m3, m2, m1]).await;
+    let kept = vec![
+        (file("a", "a"), 1),
+        (file("b", "b"), 1),
+        (file("c", "c"), 2),
+        (file("x", "a"), 3),
+    ];
+    let m4 = manifest_of(&s, &table, "m4", (4, 4), vec![file("d", "d")], kept).await;
+    commit_numbered(&s, "inc", 4, "append", vec![m4]).await;
+    let before = s.load_table(NS, "inc").await;
+
+    let url = plan_url("inc");
+    let plan = |body: Value| {
+        let (s, url) = (&s, &url);
+        async move { paths(&s.post(url, &body).await.ok(200).json()) }
+    };
+    let range =
+        |start: i64, end: i64| json!({ "start-snapshot-id": start, "end-snapshot-id": end });
+    assert_eq!(plan(range(1, 4)).await, [at("c"), at("d")]);
+    assert_eq!(plan(range(2, 4)).await, [at("d")]);
+    assert_eq!(plan(range(1, 2)).await, [at("c")]);
+    // The overwrite's file is no append's; nothing between a snapshot and itself.
+    assert_eq!(plan(range(2, 3)).await, Vec::<String>::new());
+    assert_eq!(plan(range(4, 4)).await, Vec::<String>::new());
+    // No start: every append up to the end.
+    assert_eq!(
+        plan(json!({ "end-snapshot-id": 4 })).await,
+        [at("a"), at("b"), at("c"), at("d")]
+    );
+    assert_eq!(
+        plan(json!({ "end-snapshot-id": 1 })).await,
+        [at("a"), at("b")]
+    );
+    // The filter prunes as in a point-in-time plan.
+    let mut only = range(1, 4);
+    only["filter"] = json!({ "type": "eq", "term": "data", "value": "d" });
+    assert_eq!(plan(only.clone()).await, [at("d")]);
+    only["filter"] = json!({ "type": "eq", "term": "data", "value": "a" });
+    assert_eq!(plan(only).await, Vec::<String>::new());
+    // A point-in-time plan of the same snapshot still has every live file.
+    assert_eq!(
+        plan(json!({ "snapshot-id": 4 })).await,
+        [at("a"), at("b"), at("c"), at("d"), at("x")]
+    );
+    let message = s
+        .post(&url, &range(0, 4))
+        .await
+        .error(400, "BadRequestException");
+    assert!(
+        message.contains("not an ancestor of end snapshot 4"),
+        "{message}"
+    );
+    let message = s
+        .post(&url, &range(4, 2))
+        .await
+        .error(400, "BadRequestException");
+    assert!(message.contains("not an ancestor"), "{message}");
+    let message = s
+        .post(&url, &range(1, 9))
+        .await
+        .error(400, "IllegalArgumentException");
+    assert!(
+        message.contains("Cannot find snapshot with ID 9"),
+        "{message}"
+    );
+    assert_eq!(
+        s.load_table(NS, "inc").await,
+        before,
+        "plans change nothing"
+    );
+}
+
 #[tokio::test]
 async fn bad_plans_are_4xx_and_change_nothing() {
     let s = Server::start().await;
@@ -305,10 +474,16 @@ async fn bad_plans_are_4xx_and_change_nothing() {
             "not both",
         ),
         (
+            json!({ "start-snapshot-id": 1 }),
+            400,
+            "BadRequestException",
+            "needs end-snapshot-id",
+        ),
+        (
             json!({ "start-snapshot-id": 1, "end-snapshot-id": 2 }),
-            406,
-            "UnsupportedOperationException",
-            "Incremental scans",
+            400,
+            "IllegalArgumentException",
+            "Cannot find snapshot with ID 2",
         ),
         (
             json!({ "case-sensitive": "yes" }),
@@ -446,6 +621,29 @@ async fn large_plans_come_in_pages_through_plan_tasks() {
     let mut seen: BTreeSet<String> = paths(&first).into_iter().collect();
     seen.extend(paths(&rest));
     assert_eq!(seen.len(), count, "pages neither overlap nor miss files");
+
+    // An incremental plan's pages are pinned by its end snapshot.
+    let first = s
+        .post(&plan_url("big"), &json!({ "end-snapshot-id": 1 }))
+        .await
+        .ok(200)
+        .json();
+    let task = first["plan-tasks"][0]
+        .as_str()
+        .expect("a plan task")
+        .to_owned();
+    let rest = s
+        .post(&tasks_url, &json!({ "plan-task": task }))
+        .await
+        .ok(200)
+        .json();
+    let mut seen: BTreeSet<String> = paths(&first).into_iter().collect();
+    seen.extend(paths(&rest));
+    assert_eq!(
+        seen.len(),
+        count,
+        "incremental pages neither overlap nor miss files"
+    );
 
     // Another table's plan task is not this table's.
     partitioned_table(&s, "other").await;

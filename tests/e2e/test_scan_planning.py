@@ -7,6 +7,7 @@ import datetime as dt
 import uuid
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog import load_catalog
 from pyiceberg.expressions import (
@@ -105,6 +106,63 @@ def test_pyiceberg_plans_on_the_server_and_reads_the_same_rows(floe_url):
     assert paths == {task.file.file_path for task in only_c}
 
 
+def test_incremental_plans_read_what_the_appends_added(floe_url):
+    client = catalog(floe_url, "client")
+    ns = f"plan_{uuid.uuid4().hex[:10]}"
+    client.create_namespace(ns)
+    # Manifests merged at every append: each append's manifest keeps the older files as
+    # EXISTING entries, which an incremental plan must not count again.
+    table = client.create_table(
+        (ns, "stream"), schema=SCHEMA, partition_spec=SPEC,
+        properties={"commit.manifest-merge.enabled": "true",
+                    "commit.manifest.min-count-to-merge": "2"})
+    table.append(rows([1, 2], [0, 0], ["a", "b"]))
+    table.append(rows([3], [1], ["a"]))
+    table.delete(EqualTo("id", 1))  # rewrites a file: no append
+    table.append(rows([4, 5], [2, 2], ["c", "c"]))
+    table = client.load_table((ns, "stream"))
+    snapshots = [s.snapshot_id for s in table.snapshots()]
+    operations = [s.summary.operation.value for s in table.snapshots()]
+    assert operations[:2] == ["append", "append"] and operations[-1] == "append", operations
+    assert operations[2] != "append", operations
+    statuses = {e["status"] for e in table.inspect.entries().to_pylist()}
+    assert statuses == {0, 1}, "the last append merged the older files in as EXISTING"
+
+    api = ApiClient(floe_url, access_token(floe_url))
+    url = f"/v1/default/namespaces/{ns}/tables/stream/plan"
+
+    def planned_ids(body) -> list:
+        r = api.call("POST", url, body)
+        assert r.status_code == 200, r.text
+        paths = [t["data-file"]["file-path"] for t in r.json()["file-scan-tasks"]]
+        assert r.json()["delete-files"] == []
+        found = []
+        for path in paths:
+            found += pq.read_table(path.removeprefix("file://")).column("id").to_pylist()
+        return sorted(found)
+
+    first, last = snapshots[0], snapshots[-1]
+    assert planned_ids({"start-snapshot-id": first, "end-snapshot-id": last}) == [3, 4, 5]
+    assert planned_ids({"start-snapshot-id": snapshots[2], "end-snapshot-id": last}) == [4, 5]
+    assert planned_ids({"start-snapshot-id": first, "end-snapshot-id": snapshots[2]}) == [3]
+    assert planned_ids({"end-snapshot-id": last}) == [1, 2, 3, 4, 5]
+    only_c = {"start-snapshot-id": first, "end-snapshot-id": last,
+              "filter": {"type": "eq", "term": "category", "value": "c"}}
+    assert planned_ids(only_c) == [4, 5]
+    # The plan names the files each append's own manifest says it added.
+    expected = set()
+    for snapshot in table.snapshots()[1:]:
+        if snapshot.summary.operation.value != "append":
+            continue
+        entries = table.inspect.entries(snapshot_id=snapshot.snapshot_id).to_pylist()
+        expected |= {e["data_file"]["file_path"] for e in entries
+                     if e["status"] == 1 and e["snapshot_id"] == snapshot.snapshot_id}
+    r = api.call("POST", url, {"start-snapshot-id": first, "end-snapshot-id": last})
+    assert {t["data-file"]["file-path"] for t in r.json()["file-scan-tasks"]} == expected
+    r = api.call("POST", url, {"start-snapshot-id": last, "end-snapshot-id": first})
+    assert r.status_code == 400 and "not an ancestor" in r.json()["error"]["message"], r.text
+
+
 def test_bad_plans_are_refused_with_the_specs_errors(floe_url):
     api = ApiClient(floe_url, access_token(floe_url))
     ns = f"plan_{uuid.uuid4().hex[:10]}"
@@ -115,8 +173,11 @@ def test_bad_plans_are_refused_with_the_specs_errors(floe_url):
     assert r.status_code == 400, r.text
     assert "Cannot find field 'nope'" in r.json()["error"]["message"]
     r = api.call("POST", url, {"start-snapshot-id": 1, "end-snapshot-id": 2})
-    assert r.status_code == 406, r.text
-    assert r.json()["error"]["type"] == "UnsupportedOperationException"
+    assert r.status_code == 400, r.text
+    assert "Cannot find snapshot with ID 2" in r.json()["error"]["message"]
+    r = api.call("POST", url, {"start-snapshot-id": 1})
+    assert r.status_code == 400, r.text
+    assert "needs end-snapshot-id" in r.json()["error"]["message"]
     r = api.call("POST", f"/v1/default/namespaces/{ns}/tables/missing/plan", {})
     assert r.status_code == 404 and r.json()["error"]["type"] == "NoSuchTableException"
     with pytest.raises(Exception):

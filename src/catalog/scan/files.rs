@@ -86,6 +86,14 @@ impl PlanFiles {
             .contains(path)
     }
 
+    /// Answers reads of `path` with `bytes` for the rest of the plan, whatever storage
+    /// holds (an incremental plan's own manifest list, `incremental.rs`).
+    pub fn substitute(&self, path: &str, bytes: Bytes) {
+        let mut reads = self.reads.lock().expect("plan reads poisoned");
+        reads.kept_bytes += bytes.len();
+        reads.kept.insert(path.to_owned(), bytes);
+    }
+
     /// The first storage error a read met, if any.
     pub fn take_error(&self) -> Option<StorageError> {
         self.reads
@@ -103,14 +111,15 @@ impl PlanFiles {
     }
 
     async fn read_whole(&self, path: &str) -> iceberg::Result<Bytes> {
-        if let Some(bytes) = self
-            .reads
-            .lock()
-            .expect("plan reads poisoned")
-            .kept
-            .get(path)
         {
-            return Ok(bytes.clone());
+            let mut reads = self.reads.lock().expect("plan reads poisoned");
+            if let Some(bytes) = reads.kept.get(path).cloned() {
+                // A substitute is read here first.
+                if !reads.read.contains(path) {
+                    reads.read.insert(path.to_owned());
+                }
+                return Ok(bytes);
+            }
         }
         let canonical = canonical_location(path).map_err(|e| self.fail(e))?;
         if !is_within(&canonical, &self.bases) {
