@@ -126,3 +126,72 @@ pub async fn manifest_list(
     writer.close().await?;
     memory.new_input(&scratch)?.read().await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A table whose snapshots are `(id, parent)`.
+    fn table(snapshots: &[(i64, Option<i64>)]) -> TableMetadata {
+        let snapshots: Vec<_> = snapshots
+            .iter()
+            .map(|(id, parent)| {
+                let mut s = json!({
+                    "snapshot-id": id, "sequence-number": id, "timestamp-ms": 1_700_000_000_000i64 + id,
+                    "manifest-list": format!("file:///t/metadata/snap-{id}.avro"),
+                    "summary": { "operation": "append" }, "schema-id": 0 });
+                if let Some(parent) = parent {
+                    s["parent-snapshot-id"] = (*parent).into();
+                }
+                s
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "format-version": 2, "table-uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1",
+            "location": "file:///t", "last-sequence-number": 9, "last-updated-ms": 1_700_000_000_000i64,
+            "last-column-id": 1, "current-schema-id": 0,
+            "schemas": [{ "type": "struct", "schema-id": 0, "fields": [
+                { "id": 1, "name": "id", "required": true, "type": "long" }] }],
+            "default-spec-id": 0, "partition-specs": [{ "spec-id": 0, "fields": [] }],
+            "last-partition-id": 999, "default-sort-order-id": 0,
+            "sort-orders": [{ "order-id": 0, "fields": [] }],
+            "properties": {}, "current-snapshot-id": 4, "snapshots": snapshots,
+            "snapshot-log": [], "metadata-log": [], "refs": {}
+        }))
+        .unwrap()
+    }
+
+    fn ids(metadata: &TableMetadata, start: Option<i64>, end: i64) -> CatalogResult<Vec<i64>> {
+        let end = metadata.snapshot_by_id(end).unwrap();
+        Ok(range(metadata, start, end)?
+            .iter()
+            .map(|s| s.snapshot_id())
+            .collect())
+    }
+
+    #[test]
+    fn the_range_is_the_ends_ancestry_back_to_the_start() {
+        // 1 ← 2 ← 3 ← 4, and 5 branched off 2.
+        let t = table(&[
+            (1, None),
+            (2, Some(1)),
+            (3, Some(2)),
+            (4, Some(3)),
+            (5, Some(2)),
+        ]);
+        assert_eq!(ids(&t, Some(1), 4).unwrap(), [4, 3, 2]);
+        assert_eq!(ids(&t, Some(3), 4).unwrap(), [4]);
+        assert_eq!(ids(&t, None, 4).unwrap(), [4, 3, 2, 1]);
+        assert_eq!(ids(&t, Some(4), 4).unwrap(), Vec::<i64>::new());
+        assert_eq!(ids(&t, Some(1), 5).unwrap(), [5, 2]);
+        for (start, end) in [(5, 4), (3, 5), (4, 1), (42, 4)] {
+            let error = ids(&t, Some(start), end).unwrap_err().to_string();
+            assert!(error.contains("not an ancestor"), "{start}..{end}: {error}");
+        }
+        // An expired start still bounds the range through its child's parent id.
+        let expired = table(&[(2, Some(1)), (3, Some(2)), (4, Some(3))]);
+        assert_eq!(ids(&expired, Some(1), 4).unwrap(), [4, 3, 2]);
+        assert_eq!(ids(&expired, None, 4).unwrap(), [4, 3, 2]);
+    }
+}
