@@ -220,6 +220,31 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
         [at("data/c.parquet")]
     );
 
+    // Transform terms are checked but prune nothing, `not` or no `not`; the residual
+    // keeps them for the client.
+    let bucket = json!({ "type": "eq", "value": 1,
+        "term": { "type": "transform", "transform": "bucket[4]", "term": "id" } });
+    let with_bucket =
+        json!({ "filter": { "type": "and", "left": only_b["filter"], "right": bucket } });
+    let planned = s.post(&plan_url("t"), &with_bucket).await.ok(200).json();
+    assert_eq!(paths(&planned), [at("data/b.parquet")]);
+    assert_eq!(
+        planned["file-scan-tasks"][0]["residual-filter"],
+        with_bucket["filter"]
+    );
+    let not_bucket = json!({ "filter": { "type": "not", "child": bucket } });
+    assert_eq!(
+        paths(&s.post(&plan_url("t"), &not_bucket).await.ok(200).json()).len(),
+        3
+    );
+    let bad_bucket = json!({ "filter": { "type": "eq", "value": "x",
+        "term": { "type": "transform", "transform": "bucket[4]", "term": "id" } } });
+    let message = s
+        .post(&plan_url("t"), &bad_bucket)
+        .await
+        .error(400, "BadRequestException");
+    assert!(message.contains("transform term"), "{message}");
+
     // Statistics for the fields asked for.
     let stats = json!({ "stats-fields": ["id"], "filter": only_b["filter"] });
     let b = s.post(&plan_url("t"), &stats).await.ok(200).json();

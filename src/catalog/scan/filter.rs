@@ -6,12 +6,18 @@
 //!
 //! Literals are typed by the column they are compared with, as Java's `SingleValueParser`
 //! reads them: a date may come as `"2024-01-31"` or as days, a timestamp as ISO text or
-//! as microseconds, binary and fixed as upper-case hex. Transform terms
-//! (`{"type": "transform", ...}`) are refused: iceberg-rust's predicates take column
-//! references only, and dropping such a term would be right only outside a `not`.
+//! as microseconds, binary and fixed as upper-case hex.
+//!
+//! Transform terms (`{"type": "transform", "transform": "bucket[16]", "term": "id"}`) are
+//! checked (the transform, its column, the literal against the transform's result type)
+//! but prune nothing: iceberg-rust's predicates take column references only. Such a
+//! comparison becomes whatever keeps every file where it stands: `true`, or `false` under
+//! an odd number of `not`s (so that the `not` makes it `true`). `and` and `or` only widen
+//! with a wider operand, so the plan is a superset of the exact one, and the residual (the
+//! whole filter, transform terms included) leaves the rows to the client.
 
 use iceberg::expr::{Predicate, Reference};
-use iceberg::spec::{Datum, PrimitiveType, Schema, Type};
+use iceberg::spec::{Datum, PrimitiveType, Schema, Transform, Type};
 use serde_json::Value;
 
 /// Translates a REST filter into a predicate over `schema`'s columns.
@@ -19,6 +25,23 @@ pub fn predicate(
     filter: &Value,
     schema: &Schema,
     case_sensitive: bool,
+) -> Result<Predicate, String> {
+    translate(filter, schema, case_sensitive, false)
+}
+
+/// What a comparison compares: a column, or a transform of one (which prunes nothing).
+enum Term {
+    Column(Reference, PrimitiveType),
+    /// The transform's result type, which the literal must have.
+    Transformed(PrimitiveType),
+}
+
+/// `negated`: whether an odd number of `not`s encloses `filter`.
+fn translate(
+    filter: &Value,
+    schema: &Schema,
+    case_sensitive: bool,
+    negated: bool,
 ) -> Result<Predicate, String> {
     let object = filter
         .as_object()
@@ -28,20 +51,31 @@ pub fn predicate(
         // Java writes `true`/`false` expressions as bare JSON booleans in some versions.
         _ => return Err(format!("A filter expression needs a string type: {filter}")),
     };
-    let child = |name: &str| -> Result<Predicate, String> {
+    let child = |name: &str, negated: bool| -> Result<Predicate, String> {
         let value = object
             .get(name)
             .ok_or_else(|| format!("A {kind} expression needs {name}"))?;
-        predicate(value, schema, case_sensitive)
+        translate(value, schema, case_sensitive, negated)
     };
+    // A transform term's comparison: keeps every file, once the enclosing `not`s apply.
+    let keep_all = || {
+        if negated {
+            Predicate::AlwaysFalse
+        } else {
+            Predicate::AlwaysTrue
+        }
+    };
+    let term = || term(object.get("term"), schema, case_sensitive);
     match kind {
         "true" => Ok(Predicate::AlwaysTrue),
         "false" => Ok(Predicate::AlwaysFalse),
-        "and" => Ok(child("left")?.and(child("right")?)),
-        "or" => Ok(child("left")?.or(child("right")?)),
-        "not" => Ok(child("child")?.negate()),
+        "and" => Ok(child("left", negated)?.and(child("right", negated)?)),
+        "or" => Ok(child("left", negated)?.or(child("right", negated)?)),
+        "not" => Ok(child("child", !negated)?.negate()),
         "is-null" | "not-null" | "is-nan" | "not-nan" => {
-            let (reference, _) = column(object.get("term"), schema, case_sensitive)?;
+            let Term::Column(reference, _) = term()? else {
+                return Ok(keep_all());
+            };
             Ok(match kind {
                 "is-null" => reference.is_null(),
                 "not-null" => reference.is_not_null(),
@@ -50,10 +84,16 @@ pub fn predicate(
             })
         }
         "lt" | "lt-eq" | "gt" | "gt-eq" | "eq" | "not-eq" | "starts-with" | "not-starts-with" => {
-            let (reference, ty) = column(object.get("term"), schema, case_sensitive)?;
             let value = object
                 .get("value")
                 .ok_or_else(|| format!("A {kind} expression needs a value"))?;
+            let (reference, ty) = match term()? {
+                Term::Column(reference, ty) => (reference, ty),
+                Term::Transformed(ty) => {
+                    datum(value, &ty).map_err(|e| format!("{e} (transform term)"))?;
+                    return Ok(keep_all());
+                }
+            };
             let datum =
                 datum(value, &ty).map_err(|e| format!("{e} (column {})", reference.name()))?;
             Ok(match kind {
@@ -68,10 +108,18 @@ pub fn predicate(
             })
         }
         "in" | "not-in" => {
-            let (reference, ty) = column(object.get("term"), schema, case_sensitive)?;
             let values = match object.get("values") {
                 Some(Value::Array(values)) => values,
                 _ => return Err(format!("An {kind} expression needs a values array")),
+            };
+            let (reference, ty) = match term()? {
+                Term::Column(reference, ty) => (reference, ty),
+                Term::Transformed(ty) => {
+                    for value in values {
+                        datum(value, &ty).map_err(|e| format!("{e} (transform term)"))?;
+                    }
+                    return Ok(keep_all());
+                }
             };
             let datums = values
                 .iter()
@@ -88,6 +136,36 @@ pub fn predicate(
     }
 }
 
+/// What a term names: a column (a name) or a transform of one (an object).
+fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<Term, String> {
+    let Some(Value::Object(o)) = term else {
+        let (reference, ty) = column(term, schema, case_sensitive)?;
+        return Ok(Term::Column(reference, ty));
+    };
+    if o.get("type").and_then(Value::as_str) != Some("transform") {
+        return Err(format!(
+            "A filter term must be a column name or a transform term, not {}",
+            Value::Object(o.clone())
+        ));
+    }
+    let transform = match o.get("transform") {
+        Some(Value::String(text)) => text
+            .parse::<Transform>()
+            .map_err(|e| format!("Unknown transform {text:?}: {}", e.message()))?,
+        _ => return Err("A transform term needs a transform (such as \"day\")".into()),
+    };
+    let (reference, source) = column(o.get("term"), schema, case_sensitive)?;
+    match transform.result_type(&Type::Primitive(source)) {
+        Ok(Type::Primitive(ty)) => Ok(Term::Transformed(ty)),
+        Ok(other) => Err(format!("Transform {transform} gives a {other}")),
+        Err(e) => Err(format!(
+            "Transform {transform} does not apply to column {}: {}",
+            reference.name(),
+            e.message()
+        )),
+    }
+}
+
 /// The column a term names, and its type; only primitive columns can be compared.
 fn column(
     term: Option<&Value>,
@@ -96,11 +174,6 @@ fn column(
 ) -> Result<(Reference, PrimitiveType), String> {
     let name = match term {
         Some(Value::String(name)) => name,
-        Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("transform") => {
-            return Err(
-                "Transform terms in a scan filter are not supported; filter on the column".into(),
-            )
-        }
         Some(other) => return Err(format!("A filter term must be a column name, not {other}")),
         None => return Err("A filter expression needs a term".into()),
     };
@@ -253,6 +326,27 @@ mod tests {
     }
 
     #[test]
+    fn transform_terms_prune_nothing_under_any_number_of_nots() {
+        let day = |value: Value| {
+            json!({"type": "eq", "value": value,
+            "term": {"type": "transform", "transform": "day", "term": "day"}})
+        };
+        let not = |child: Value| json!({"type": "not", "child": child});
+        let id = json!({"type": "gt", "term": "id", "value": 5});
+        assert_eq!(parse(day(json!("2024-01-31"))).unwrap(), "TRUE");
+        assert_eq!(parse(not(day(json!(19753)))).unwrap(), "TRUE");
+        assert_eq!(parse(not(not(day(json!(19753))))).unwrap(), "TRUE");
+        // The column's own comparison still prunes beside it.
+        let both = json!({"type": "and", "left": id, "right": not(day(json!(19753)))});
+        assert_eq!(parse(both).unwrap(), parse(id.clone()).unwrap());
+        let either = not(json!({"type": "or", "left": id, "right": day(json!(19753))}));
+        assert_eq!(parse(either).unwrap(), parse(not(id.clone())).unwrap());
+        let bucket = json!({"type": "in", "values": [0, 3],
+            "term": {"type": "transform", "transform": "bucket[4]", "term": "id"}});
+        assert_eq!(parse(bucket).unwrap(), "TRUE");
+    }
+
+    #[test]
     fn bad_filters_say_why() {
         for (filter, wanted) in [
             (json!([]), "must be an object"),
@@ -270,8 +364,24 @@ mod tests {
                 "not a valid int",
             ),
             (
-                json!({"type": "lt", "term": {"type": "transform", "transform": "day", "term": "day"}, "value": 1}),
-                "Transform terms",
+                json!({"type": "lt", "term": {"type": "transform", "transform": "hour", "term": "day"}, "value": 1}),
+                "does not apply to column day",
+            ),
+            (
+                json!({"type": "lt", "term": {"type": "transform", "transform": "spin[3]", "term": "id"}, "value": 1}),
+                "Unknown transform",
+            ),
+            (
+                json!({"type": "eq", "term": {"type": "transform", "transform": "bucket[4]", "term": "nope"}, "value": 1}),
+                "Cannot find field 'nope'",
+            ),
+            (
+                json!({"type": "in", "term": {"type": "transform", "transform": "bucket[4]", "term": "id"}, "values": ["x"]}),
+                "not a valid int",
+            ),
+            (
+                json!({"type": "eq", "term": {"type": "reference", "term": "id"}, "value": 1}),
+                "a column name or a transform term",
             ),
             (
                 json!({"type": "and", "left": {"type": "true"}}),

@@ -21,7 +21,7 @@
 //! Incremental scans (`start-snapshot-id`, `end-snapshot-id`) plan the files the range's
 //! appends added (`incremental.rs`), through the same scan.
 //!
-//! Not there yet: transform terms in filters answer 400 (`filter.rs`);
+//! Not there yet: transform terms in filters are checked but prune nothing (`filter.rs`);
 //! `min-rows-requested` is ignored (the spec allows returning more); each task's residual
 //! filter is the request's whole filter (iceberg-rust has no residual evaluator to narrow
 //! it per file).
