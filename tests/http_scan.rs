@@ -9,6 +9,8 @@ mod common;
 
 use std::collections::BTreeSet;
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use common::*;
 use iceberg::io::FileIO;
 use iceberg::spec::{
@@ -442,6 +444,38 @@ async fn incremental_plans_carry_what_the_ranges_appends_added() {
         before,
         "plans change nothing"
     );
+
+    // A plan task whose snapshot expired since is gone (404), as is a stranger's.
+    let task = |request: Value| {
+        let uuid = table.uuid().to_string();
+        let text = json!({ "table-uuid": uuid, "offset": 0, "request": request }).to_string();
+        json!({ "plan-task": URL_SAFE_NO_PAD.encode(text) })
+    };
+    let tasks_url = format!("{}/tasks", table_url(NS, "inc"));
+    let ok = s
+        .post(&tasks_url, &task(json!({ "snapshot-id": 1 })))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(paths(&ok), [at("a"), at("b")]);
+    s.commit(
+        NS,
+        "inc",
+        json!({ "updates": [{ "action": "remove-snapshots", "snapshot-ids": [1] }] }),
+    )
+    .await
+    .ok(200);
+    for request in [
+        json!({ "snapshot-id": 1 }),
+        json!({ "start-snapshot-id": 2, "end-snapshot-id": 1 }),
+    ] {
+        s.post(&tasks_url, &task(request))
+            .await
+            .error(404, "NoSuchPlanTaskException");
+    }
+    // The range may start at the expired snapshot: its child still names it.
+    let ok = s.post(&tasks_url, &task(range(1, 4))).await.ok(200).json();
+    assert_eq!(paths(&ok), [at("c"), at("d")]);
 }
 
 #[tokio::test]

@@ -147,7 +147,10 @@ impl Catalog {
                 ));
             }
         }
-        let mut page = self.plan_page(catalog, ident, &table, request, 0).await?;
+        let metadata = parse_metadata(&table)?;
+        let mut page = self
+            .plan_page(catalog, ident, &metadata, request, 0)
+            .await?;
         page["status"] = "completed".into();
         page["plan-id"] = format!("{SYNC_PLAN_PREFIX}{}", uuid::Uuid::new_v4()).into();
         let config = self
@@ -172,10 +175,17 @@ impl Catalog {
         let decoded = PlanTask::decode(task).ok_or_else(|| no_such_task(task))?;
         let pinned =
             decoded.request.snapshot_id.is_some() || decoded.request.end_snapshot_id.is_some();
-        if !pinned || decoded.table_uuid != table_uuid(&table)? {
+        let metadata = parse_metadata(&table)?;
+        // A task whose snapshots have expired since is gone too, not a bad request.
+        let request = &decoded.request;
+        let expired = [request.snapshot_id, request.end_snapshot_id]
+            .into_iter()
+            .flatten()
+            .any(|id| metadata.snapshot_by_id(id).is_none());
+        if !pinned || decoded.table_uuid != metadata.uuid().to_string() || expired {
             return Err(no_such_task(task));
         }
-        self.plan_page(catalog, ident, &table, decoded.request, decoded.offset)
+        self.plan_page(catalog, ident, &metadata, decoded.request, decoded.offset)
             .await
     }
 
@@ -242,12 +252,10 @@ impl Catalog {
         &self,
         catalog: &str,
         ident: &Ident,
-        table: &LoadedTable,
+        metadata: &TableMetadata,
         mut request: ScanRequest,
         offset: usize,
     ) -> CatalogResult<Value> {
-        let metadata: TableMetadata =
-            serde_json::from_str(&table.metadata).map_err(CatalogError::internal)?;
         // An incremental scan reads its end snapshot's schema and files.
         let snapshot = match request.snapshot_id.or(request.end_snapshot_id) {
             Some(id) => Some(metadata.snapshot_by_id(id).cloned().ok_or_else(|| {
@@ -259,7 +267,7 @@ impl Catalog {
         // a table without snapshots still has its request checked.
         let schema = match &snapshot {
             Some(snapshot) => snapshot
-                .schema(&metadata)
+                .schema(metadata)
                 .map_err(|e| CatalogError::Unprocessable(e.message().to_owned()))?,
             None => metadata.current_schema().clone(),
         };
@@ -292,18 +300,18 @@ impl Catalog {
         let record = self.delegation_catalog(catalog).await?;
         let files = PlanFiles::new(
             self.files.for_catalog(&record),
-            read_bases(&record, &metadata)?,
+            read_bases(&record, metadata)?,
         );
         let io = files.file_io();
         let failed = |e: iceberg::Error| planning_failed(ident, &files, e);
         // An incremental plan scans a manifest list of the range's own manifests, put in
         // place of the end snapshot's.
         let appended = if incremental {
-            let range = incremental::range(&metadata, request.start_snapshot_id, &snapshot)?;
-            let appended = incremental::appended(&io, &metadata, &range)
+            let range = incremental::range(metadata, request.start_snapshot_id, &snapshot)?;
+            let appended = incremental::appended(&io, metadata, &range)
                 .await
                 .map_err(failed)?;
-            let list = incremental::manifest_list(&metadata, &snapshot, appended.manifests.clone())
+            let list = incremental::manifest_list(metadata, &snapshot, appended.manifests.clone())
                 .await
                 .map_err(CatalogError::internal)?;
             files.substitute(snapshot.manifest_list(), list);
@@ -393,7 +401,7 @@ impl Catalog {
                 ))
             })?;
             if !partition_types.contains_key(spec_id) {
-                let ty = partition_type(&metadata, &schema, *spec_id)?;
+                let ty = partition_type(metadata, &schema, *spec_id)?;
                 partition_types.insert(*spec_id, ty);
             }
             Ok(encode::content_file(
@@ -503,14 +511,8 @@ fn table_ident(ident: &Ident) -> TableIdent {
     TableIdent::new(namespace, ident.name.clone())
 }
 
-fn table_uuid(table: &LoadedTable) -> CatalogResult<String> {
-    #[derive(Deserialize)]
-    struct Uuid {
-        #[serde(rename = "table-uuid")]
-        table_uuid: String,
-    }
-    let doc: Uuid = serde_json::from_str(&table.metadata).map_err(CatalogError::internal)?;
-    Ok(doc.table_uuid)
+fn parse_metadata(table: &LoadedTable) -> CatalogResult<TableMetadata> {
+    serde_json::from_str(&table.metadata).map_err(CatalogError::internal)
 }
 
 /// What the client hears when reading the manifests failed: the storage's own error if
