@@ -6,6 +6,7 @@
 //   #/c/CAT                     a catalog: its namespaces
 //   #/c/CAT/ns/NS               a namespace: children, tables, views, properties
 //   #/c/CAT/t/NS/TABLE          a table          #/c/CAT/v/NS/VIEW   a view
+//   #/c/CAT/g/NS/NAME           a generic table (Polaris's API: Delta, Hudi, CSV…)
 //   #/c/CAT/dropped             dropped tables and views (undrop, purge)
 //   #/c/CAT/roles               catalog roles and their grants
 //   #/security                  principals and principal roles
@@ -17,6 +18,7 @@ import { form, h, notice, show } from "./dom.js";
 import { catalogPage, catalogsPage, namespacePage } from "./browse.js";
 import { tablePage } from "./table.js";
 import { viewPage } from "./view.js";
+import { genericPage } from "./generic.js";
 import { catalogRolesPage, securityPage } from "./security.js";
 import { droppedPage } from "./dropped.js";
 import { docsPage } from "./docs.js";
@@ -28,6 +30,7 @@ const routes = [
   [/^#\/c\/([^/]+)\/ns\/([^/]+)$/, (c, ns) => namespacePage(c, ns)],
   [/^#\/c\/([^/]+)\/t\/([^/]+)\/([^/]+)$/, (c, ns, t) => tablePage(c, ns, t)],
   [/^#\/c\/([^/]+)\/v\/([^/]+)\/([^/]+)$/, (c, ns, v) => viewPage(c, ns, v)],
+  [/^#\/c\/([^/]+)\/g\/([^/]+)\/([^/]+)$/, (c, ns, g) => genericPage(c, ns, g)],
   [/^#\/c\/([^/]+)\/dropped$/, (c) => droppedPage(c)],
   [/^#\/c\/([^/]+)\/roles$/, (c) => catalogRolesPage(c)],
   [/^#\/security$/, () => securityPage()],

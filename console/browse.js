@@ -1,9 +1,10 @@
 // Browsing: catalogs, then namespaces (a tree that loads each level when opened), then
-// the tables and views of a namespace. Lists show only what the user may see: the
+// the tables, views and generic tables of a namespace. Lists show only what the user may see: the
 // server filters catalogs, and a namespace the user may not list says so.
 
 import { catalogRoot, enc, get, listAll, nsName, nsPath, nsFromPath } from "./api.js";
 import { h, notice, pairs, section, show, table } from "./dom.js";
+import { genericRoot } from "./generic.js";
 
 export async function catalogsPage() {
   const { catalogs } = await get("/api/management/v1/catalogs");
@@ -79,24 +80,33 @@ export async function namespacePage(catalog, segment) {
   const levels = nsFromPath(segment);
   const root = await catalogRoot(catalog);
   const ns = nsPath(levels);
-  const [info, tables, views, children] = await Promise.all([
+  const generic = await genericRoot(catalog);
+  const [info, tables, views, generics, children] = await Promise.all([
     get(`${root}/namespaces/${ns}`),
     listOrError(`${root}/namespaces/${ns}/tables`, "identifiers"),
     listOrError(`${root}/namespaces/${ns}/views`, "identifiers"),
+    listOrError(`${generic}/namespaces/${ns}/generic-tables`, "identifiers"),
     listOrError(`${root}/namespaces?parent=${ns}`, "namespaces"),
   ]);
+  const kinds = {
+    t: ["table", "No tables."],
+    v: ["view", "No views."],
+    g: ["generic-table", "No generic tables."],
+  };
   const objects = (list, kind) =>
     list instanceof Error
       ? notice("error", list.message)
       : table(["Name"], list.map((id) => [
-        h("a", { href: `#/c/${enc(catalog)}/${kind}/${ns}/${enc(id.name)}`, "data-testid": kind === "t" ? "table" : "view" }, id.name),
-      ]), { empty: kind === "t" ? "No tables." : "No views." });
+        h("a", { href: `#/c/${enc(catalog)}/${kind}/${ns}/${enc(id.name)}`, "data-testid": kinds[kind][0] }, id.name),
+      ]), { empty: kinds[kind][1] });
   show(
     crumbs(catalog, levels),
     h("h1", {}, nsName(levels)),
     h("div", { class: "cards" },
       section("Tables", objects(tables, "t")),
       section("Views", objects(views, "v")),
+      // Most namespaces hold none: the section shows only when there are some.
+      !(generics instanceof Error) && generics.length > 0 && section("Generic tables", objects(generics, "g")),
       section("Child namespaces", children instanceof Error
         ? notice("error", children.message)
         : table(["Name"], children.map((l) => [h("a", { href: `#/c/${enc(catalog)}/ns/${nsPath(l)}` }, l[l.length - 1])]), { empty: "None." }))),

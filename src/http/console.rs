@@ -104,6 +104,7 @@ const CONSOLE: &[Asset] = &[
     asset!("console", "table.js", JS),
     asset!("console", "chart.js", JS),
     asset!("console", "view.js", JS),
+    asset!("console", "generic.js", JS),
     asset!("console", "security.js", JS),
     asset!("console", "dropped.js", JS),
     asset!("console", "docs.js", JS),

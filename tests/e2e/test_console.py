@@ -114,7 +114,13 @@ def lake(floe):
     catalog.create_table(("lake", "staging", "scratch"), schema=Schema(NestedField(1, "x", LongType())))
     catalog.drop_table(("lake", "staging", "scratch"))
     loaded = api.call("GET", "/v1/default/namespaces/lake%1Fsales/tables/orders").json()
-    return {"api": api, "table": loaded}
+    # A Delta table beside them, through Polaris's generic table API.
+    generic = {"name": "clicks", "format": "delta", "doc": "Click stream, kept by Spark's Delta",
+               "base-location": loaded["metadata"]["location"].rsplit("/", 1)[0] + "/clicks_delta",
+               "properties": {"delta.minReaderVersion": "3"}}
+    r = api.call("POST", "/api/catalog/polaris/v1/default/namespaces/lake%1Fsales/generic-tables", generic)
+    assert r.status_code == 200, r.text
+    return {"api": api, "table": loaded, "generic": generic}
 
 
 @pytest.fixture(scope="module")
@@ -239,6 +245,23 @@ def test_view_page_shows_sql_per_dialect_and_versions(page, floe, lake, shots):
     assert {d.get_attribute("data-dialect") for d in old.locator(".dialect").all()} == {"spark", "trino"}
     assert "SELECT id FROM orders WHERE region = 'eu'" in old.inner_text()
     page.screenshot(path=str(shots / "console-view.png"), full_page=True)
+
+
+def test_generic_tables_are_listed_and_shown(page, floe, lake):
+    sign_in(page, floe.url)
+    page.goto(floe.url + "/ui/#/c/default/ns/lake%1Fsales")
+    page.locator("[data-testid=generic-table]", has_text="clicks").click()
+    overview = page.locator("[data-testid=generic-overview]")
+    overview.wait_for()
+    text = overview.inner_text()
+    generic = lake["generic"]
+    for shown in ("delta", generic["base-location"], generic["doc"]):
+        assert shown in text, text
+    assert "delta.minReaderVersion" in page.inner_text("main")
+    # A namespace without any has no such section.
+    page.goto(floe.url + "/ui/#/c/default/ns/lake")
+    page.wait_for_selector("h2:has-text('Views')")
+    assert page.locator("h2:has-text('Generic tables')").count() == 0
 
 
 def test_undrop_from_the_console(page, floe, lake):
