@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult};
+use super::extract::malformed;
 use super::{AppState, Routes};
 use crate::model::{Ident, Namespace};
 
@@ -50,8 +51,9 @@ async fn undrop(
     let request: UndropRequest = if body.iter().all(u8::is_ascii_whitespace) {
         UndropRequest::default()
     } else {
+        // Parsed here, not by `JsonBody`: an empty body is allowed (the old name).
         serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!("Malformed request body: {e}")))?
+            .map_err(|e| ApiError::bad_request(malformed::<UndropRequest>(&body, e)))?
     };
     let to = match (request.namespace, request.name) {
         (None, None) => None,

@@ -39,7 +39,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 /// The message for a body serde refused, naming the field it refused (`updates[0].action:
 /// …`). The path is found by parsing again, with tracking, only once a parse has failed:
 /// tracking every body's fields would cost each commit's parse on the write path.
-fn malformed<T: DeserializeOwned>(body: &[u8], error: serde_json::Error) -> String {
+pub fn malformed<T: DeserializeOwned>(body: &[u8], error: serde_json::Error) -> String {
     // Not JSON at all: the line and column say where; there is no field to name.
     if !error.is_data() {
         return format!("Malformed request body: {error}");

@@ -162,6 +162,10 @@ def test_bad_requests(floe_server_factory):
                          ('{"namespace": [], "name": "x"}', 400), ('{"namespace": ["db"], "name": ""}', 400)]:
         r = api.s.post(server.url + url, data=body, headers={"Content-Type": "application/json"}, timeout=10)
         assert_error(r, status)
+    # A field of the wrong type is named.
+    r = api.call("POST", url, {"namespace": ["db", 7], "name": "x"})
+    assert_error(r, 400)
+    assert "namespace[1]: invalid type" in r.json()["error"]["message"], r.text
     assert_error(api.call("POST", f"{MGMT}/dropped/no-such-id/undrop"), 404)
     assert_error(api.call("GET", "/api/management/v1/catalogs/nope/dropped"), 404)
     assert [x["id"] for x in dropped(api)] == [d["id"]], "bad requests changed nothing"
