@@ -199,8 +199,12 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
     let only_b = json!({ "filter": { "type": "eq", "term": "data", "value": "b" } });
     let b = s.post(&plan_url("t"), &only_b).await.ok(200).json();
     assert_eq!(paths(&b), [at("data/b.parquet")]);
-    // The residual is the whole filter (none without one).
-    assert_eq!(b["file-scan-tasks"][0]["residual-filter"], only_b["filter"]);
+    // No residual without a filter, nor where the file's identity partition value decides
+    // it; otherwise what is left of the filter.
+    assert!(
+        b["file-scan-tasks"][0].get("residual-filter").is_none(),
+        "{b}"
+    );
     assert!(all["file-scan-tasks"][0].get("residual-filter").is_none());
     assert_eq!(b["delete-files"], json!([]));
     let high = json!({ "filter": { "type": "gt", "term": "id", "value": 25 } });
@@ -211,10 +215,15 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
     let either = json!({ "filter": { "type": "or",
         "left": { "type": "eq", "term": "data", "value": "a" },
         "right": { "type": "lt-eq", "term": "id", "value": 11 } } });
+    let planned = s.post(&plan_url("t"), &either).await.ok(200).json();
     assert_eq!(
-        paths(&s.post(&plan_url("t"), &either).await.ok(200).json()),
+        paths(&planned),
         [at("data/a.parquet"), at("data/b.parquet")]
     );
+    // a.parquet matches throughout (data = "a"); b.parquet's rows still need `id <= 11`.
+    let tasks = &planned["file-scan-tasks"];
+    assert!(tasks[0].get("residual-filter").is_none(), "{planned}");
+    assert_eq!(tasks[1]["residual-filter"], either["filter"]["right"]);
     let case = json!({ "filter": { "type": "eq", "term": "DATA", "value": "c" },
         "case-sensitive": false, "snapshot-id": 1 });
     assert_eq!(
@@ -230,10 +239,7 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
         json!({ "filter": { "type": "and", "left": only_b["filter"], "right": bucket } });
     let planned = s.post(&plan_url("t"), &with_bucket).await.ok(200).json();
     assert_eq!(paths(&planned), [at("data/b.parquet")]);
-    assert_eq!(
-        planned["file-scan-tasks"][0]["residual-filter"],
-        with_bucket["filter"]
-    );
+    assert_eq!(planned["file-scan-tasks"][0]["residual-filter"], bucket);
     let not_bucket = json!({ "filter": { "type": "not", "child": bucket } });
     assert_eq!(
         paths(&s.post(&plan_url("t"), &not_bucket).await.ok(200).json()).len(),

@@ -194,7 +194,7 @@ fn column(
 }
 
 /// A JSON literal as a value of the column's type.
-fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> {
+pub(super) fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> {
     let wrong = || format!("{value} is not a valid {ty} value");
     let bad = |e: iceberg::Error| format!("{value} is not a valid {ty} value: {}", e.message());
     let int = || value.as_i64().ok_or_else(wrong);

@@ -22,21 +22,22 @@
 //! appends added (`incremental.rs`), through the same scan.
 //!
 //! Not there yet: transform terms in filters are checked but prune nothing (`filter.rs`);
-//! `min-rows-requested` is ignored (the spec allows returning more); each task's residual
-//! filter is the request's whole filter (iceberg-rust has no residual evaluator to narrow
-//! it per file).
+//! `min-rows-requested` is ignored (the spec allows returning more); residual filters are
+//! narrowed by identity partition values only (`residual.rs`), not by other transforms'
+//! projections as Java's are.
 
 mod encode;
 mod files;
 pub mod filter;
 mod incremental;
+mod residual;
 
 use std::collections::{HashMap, HashSet};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use futures_util::TryStreamExt;
-use iceberg::spec::{ManifestList, Schema, StructType, TableMetadata};
+use iceberg::spec::{ManifestList, Schema, StructType, TableMetadata, Transform};
 use iceberg::table::Table;
 use iceberg::Runtime;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -51,6 +52,7 @@ use super::{Catalog, RequestContext};
 use crate::model::Ident;
 use crate::storage::{canonical_location, StorageError};
 use files::PlanFiles;
+use residual::Residual;
 
 /// Most file scan tasks in one answer; past it, the rest come through plan tasks.
 pub const PAGE_TASKS: usize = 10_000;
@@ -411,13 +413,40 @@ impl Catalog {
                 &stats,
             ))
         };
-        // Each task's residual is the whole filter: always right, if not the least a
-        // file needs. Sent rather than left out because a client that gets none may
-        // take the file as matching throughout (PyIceberg 0.12's `count()` does).
-        let residual = request
+        // Each task's residual is the filter less what its file's identity partition
+        // values decide (`residual.rs`). Sent whenever rows still need checking: a client
+        // that gets none takes the file as matching throughout (PyIceberg 0.12's `count()`
+        // does).
+        let filter = request
             .filter
             .as_ref()
             .filter(|f| f.get("type").and_then(Value::as_str) != Some("true"));
+        let mut spec_fields: HashMap<i32, Vec<(i32, Transform)>> = HashMap::new();
+        let mut residual_of = |path: &str| -> Option<Value> {
+            let filter = filter?;
+            let Some((file, spec_id)) = found.get(path) else {
+                return Some(filter.clone());
+            };
+            let fields = spec_fields.entry(*spec_id).or_insert_with(|| {
+                metadata
+                    .partition_spec_by_id(*spec_id)
+                    .map(|spec| {
+                        spec.fields()
+                            .iter()
+                            .map(|f| (f.source_id, f.transform))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            });
+            let values = residual::identity_values(&schema, fields, file.partition());
+            match residual::residual(filter, &values, &schema, request.case_sensitive) {
+                Residual::True => None,
+                // The scan prunes such a file by its partition; were one left, the whole
+                // filter still reads none of its rows.
+                Residual::False => Some(filter.clone()),
+                Residual::Filter(narrowed) => Some(narrowed),
+            }
+        };
         let mut delete_index: HashMap<&str, usize> = HashMap::new();
         let mut delete_files = Vec::new();
         let mut scan_tasks = Vec::with_capacity(page.len());
@@ -438,8 +467,8 @@ impl Catalog {
             if !references.is_empty() {
                 scan_task["delete-file-references"] = references.into();
             }
-            if let Some(residual) = &residual {
-                scan_task["residual-filter"] = (*residual).clone();
+            if let Some(residual) = residual_of(&task.data_file_path) {
+                scan_task["residual-filter"] = residual;
             }
             scan_tasks.push(scan_task);
         }
