@@ -11,7 +11,9 @@ one manifest and that many data files), then times, `--runs` times each, alterna
     server reads the manifest list and every manifest and answers with every file;
   - PyIceberg's `scan().plan_files()` with `scan-planning-mode=client` (it reads the
     same manifests itself, from the same local disk) and with `=server` (the same
-    request as above, plus PyIceberg's parsing of the answer).
+    request as above, plus PyIceberg's parsing of the answer);
+  - an incremental plan of the last 10 appends over HTTP, and PyIceberg's own
+    `incremental_append_scan(...).plan_files()` of the same range (client-side).
 Prints the median and the spread of each, and the ratios to client-side planning.
 Needs PyIceberg 0.12 (tests/e2e/requirements.txt).
 """
@@ -108,6 +110,10 @@ def main() -> int:
         assert len(http(one)["file-scan-tasks"]) == 1
         local_t = client.load_table(("bench", "t"))
         remote_t = server_side.load_table(("bench", "t"))
+        # The last 10 appends, as a reader following the table's appends asks for them.
+        ids = [s.snapshot_id for s in local_t.snapshots()]
+        recent = {"start-snapshot-id": ids[-11], "end-snapshot-id": ids[-1]}
+        assert len(http(recent)["file-scan-tasks"]) == 10 * per_append
         cases = {
             "HTTP POST /plan, whole table": lambda: http({}),
             "HTTP POST /plan, one partition": lambda: http(one),
@@ -117,6 +123,10 @@ def main() -> int:
             "PyIceberg server-side plan_files, whole table": lambda: list(remote_t.scan().plan_files()),
             "PyIceberg server-side plan_files, one partition":
                 lambda: list(remote_t.scan(row_filter=EqualTo("part", 7)).plan_files()),
+            "HTTP POST /plan, last 10 appends (incremental)": lambda: http(recent),
+            "PyIceberg client-side incremental, last 10 appends": lambda: list(
+                local_t.incremental_append_scan(from_snapshot_id_exclusive=ids[-11],
+                                                to_snapshot_id_inclusive=ids[-1]).plan_files()),
         }
         times = {name: [] for name in cases}
         for _ in range(args.runs):
@@ -131,6 +141,9 @@ def main() -> int:
             local = medians[f"PyIceberg client-side plan_files, {scope}"]
             remote = medians[f"PyIceberg server-side plan_files, {scope}"]
             print(f"  {scope}: PyIceberg server-side / client-side = {remote / local:.2f}")
+        incremental = medians["HTTP POST /plan, last 10 appends (incremental)"]
+        print(f"  last 10 appends: HTTP /plan / PyIceberg client-side incremental = "
+              f"{incremental / medians['PyIceberg client-side incremental, last 10 appends']:.2f}")
     finally:
         server.terminate()
         server.wait(timeout=30)
