@@ -313,7 +313,7 @@ impl Catalog {
             let appended = incremental::appended(&io, metadata, &range)
                 .await
                 .map_err(failed)?;
-            let list = incremental::manifest_list(metadata, &snapshot, appended.manifests.clone())
+            let list = incremental::manifest_list(metadata, &snapshot, appended.manifests)
                 .await
                 .map_err(CatalogError::internal)?;
             files.substitute(snapshot.manifest_list(), list);
