@@ -231,8 +231,9 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
         [at("data/c.parquet")]
     );
 
-    // Transform terms are checked but prune nothing, `not` or no `not`; the residual
-    // keeps them for the client.
+    // Transform terms the table is not partitioned by are checked but prune nothing
+    // (`bucket` has no column range), `not` or no `not`; the residual keeps them for the
+    // client.
     let bucket = json!({ "type": "eq", "value": 1,
         "term": { "type": "transform", "transform": "bucket[4]", "term": "id" } });
     let with_bucket =
@@ -281,6 +282,151 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
     let other = format!("{}/not-ours", plan_url("t"));
     s.delete(&other).await.error(404, "NoSuchPlanIdException");
     s.get(&other).await.error(404, "NoSuchPlanIdException");
+}
+
+/// A table of (id, data, ts) partitioned by day(ts) and bucket(4, id).
+async fn day_and_bucket_table(s: &Server, name: &str) -> TableMetadata {
+    s.create_table_with(
+        NS,
+        json!({
+            "name": name,
+            "schema": { "type": "struct", "schema-id": 0, "fields": [
+                { "id": 1, "name": "id", "required": true, "type": "long" },
+                { "id": 2, "name": "data", "required": false, "type": "string" },
+                { "id": 3, "name": "ts", "required": false, "type": "timestamp" }
+            ]},
+            "partition-spec": { "spec-id": 0, "fields": [
+                { "name": "ts_day", "transform": "day", "source-id": 3, "field-id": 1000 },
+                { "name": "id_bucket", "transform": "bucket[4]", "source-id": 1, "field-id": 1001 }
+            ]},
+            "properties": { "format-version": "2" },
+        }),
+    )
+    .await
+    .ok(200);
+    metadata(s, name).await
+}
+
+/// A data file of the day-and-bucket table (no column bounds: only partitions prune).
+fn day_bucket_file(path: &str, day: i32, bucket: i32) -> DataFile {
+    DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(path.to_owned())
+        .file_format(DataFileFormat::Parquet)
+        .partition(Struct::from_iter([
+            Some(Literal::date(day)),
+            Some(Literal::int(bucket)),
+        ]))
+        .record_count(10)
+        .file_size_in_bytes(1000)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn transform_terms_and_other_transforms_prune_and_narrow() {
+    let s = Server::start().await;
+    s.create_namespace(NS).await;
+    let table = day_and_bucket_table(&s, "events").await;
+    let at = |f: &str| format!("{}/{f}", table.location());
+    // 2024-01-30 is day 19,752. The first day's manifest is listed but never written:
+    // a plan that reads it fails, so a plan that succeeds has pruned it by its summary.
+    let (d30, d31, f01) = (19_752, 19_753, 19_754);
+    let mut early = manifest(
+        &s,
+        &table,
+        at("metadata/m-30.avro"),
+        vec![day_bucket_file(&at("data/30-b0.parquet"), d30, 0)],
+        false,
+    )
+    .await;
+    early.manifest_path = at("metadata/never-written.avro");
+    let later = manifest(
+        &s,
+        &table,
+        at("metadata/m-31.avro"),
+        vec![
+            day_bucket_file(&at("data/31-b1.parquet"), d31, 1),
+            day_bucket_file(&at("data/31-b2.parquet"), d31, 2),
+            day_bucket_file(&at("data/01-b1.parquet"), f01, 1),
+        ],
+        false,
+    )
+    .await;
+    commit_snapshot(&s, "events", at("metadata/snap-1.avro"), vec![early, later]).await;
+    let plan = |filter: Value| {
+        let s = &s;
+        async move {
+            s.post(&plan_url("events"), &json!({ "filter": filter }))
+                .await
+                .ok(200)
+                .json()
+        }
+    };
+    let residuals = |planned: &Value| -> Vec<Value> {
+        planned["file-scan-tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.get("residual-filter").cloned().unwrap_or(Value::Null))
+            .collect()
+    };
+    let day = |kind: &str, value: &str| {
+        json!({ "type": kind, "value": value,
+            "term": { "type": "transform", "transform": "day", "term": "ts" } })
+    };
+    let bucket = json!({ "type": "eq", "value": 1,
+        "term": { "type": "transform", "transform": "bucket[4]", "term": "id" } });
+
+    // day(ts) = 2024-01-31: the first day's manifest pruned, the last day's file too; both
+    // files left match throughout (their day decides the term).
+    let planned = plan(day("eq", "2024-01-31")).await;
+    assert_eq!(
+        paths(&planned),
+        [at("data/31-b1.parquet"), at("data/31-b2.parquet")]
+    );
+    assert_eq!(residuals(&planned), [Value::Null, Value::Null]);
+
+    // bucket[4](id) = 1 leaves out the files of other buckets (by their partition values).
+    let both = json!({ "type": "and", "left": day("gt-eq", "2024-01-31"), "right": bucket });
+    let planned = plan(both).await;
+    assert_eq!(
+        paths(&planned),
+        [at("data/01-b1.parquet"), at("data/31-b1.parquet")]
+    );
+    assert_eq!(residuals(&planned), [Value::Null, Value::Null]);
+    let not_bucket = json!({ "type": "and", "left": day("gt-eq", "2024-01-31"),
+        "right": { "type": "not", "child": bucket } });
+    assert_eq!(paths(&plan(not_bucket).await), [at("data/31-b2.parquet")]);
+
+    // A column's range decided by its day: no residual where the whole day lies inside.
+    let ts = |kind: &str, value: &str| json!({ "type": kind, "term": "ts", "value": value });
+    let one_day = json!({ "type": "and", "left": ts("gt-eq", "2024-01-31T00:00:00"),
+        "right": ts("lt", "2024-02-01T00:00:00") });
+    let planned = plan(one_day).await;
+    assert_eq!(
+        paths(&planned),
+        [at("data/31-b1.parquet"), at("data/31-b2.parquet")]
+    );
+    assert_eq!(residuals(&planned), [Value::Null, Value::Null]);
+    // From noon on: the rows of 2024-01-31 must still be checked, not those of 02-01.
+    let noon = ts("gt", "2024-01-31T12:00:00");
+    let planned = plan(noon.clone()).await;
+    assert_eq!(
+        paths(&planned),
+        [
+            at("data/01-b1.parquet"),
+            at("data/31-b1.parquet"),
+            at("data/31-b2.parquet")
+        ]
+    );
+    assert_eq!(residuals(&planned), [Value::Null, noon.clone(), noon]);
+
+    // A plan that must read the first day's manifest reads it (and fails, here).
+    let all = json!({ "filter": day("lt-eq", "2024-01-31") });
+    s.post(&plan_url("events"), &all)
+        .await
+        .error(404, "NotFoundException");
 }
 
 /// Writes a manifest of `snapshot` (its added files, and older files kept as EXISTING, as

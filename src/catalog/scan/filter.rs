@@ -8,17 +8,22 @@
 //! reads them: a date may come as `"2024-01-31"` or as days, a timestamp as ISO text or
 //! as microseconds, binary and fixed as upper-case hex.
 //!
-//! Transform terms (`{"type": "transform", "transform": "bucket[16]", "term": "id"}`) are
-//! checked (the transform, its column, the literal against the transform's result type)
-//! but prune nothing: iceberg-rust's predicates take column references only. Such a
-//! comparison becomes whatever keeps every file where it stands: `true`, or `false` under
-//! an odd number of `not`s (so that the `not` makes it `true`). `and` and `or` only widen
-//! with a wider operand, so the plan is a superset of the exact one, and the residual (the
-//! whole filter, transform terms included) leaves the rows to the client.
+//! Transform terms (`{"type": "transform", "transform": "day", "term": "ts"}`) are checked
+//! (the transform, its column, the literal against the transform's result type), then
+//! rewritten as predicates on their column where a transform allows (`transformed.rs`:
+//! year, month, day, hour, truncate). iceberg-rust's predicates take column references
+//! only, so a comparison that cannot be rewritten (bucket, void) becomes whatever keeps
+//! every file where it stands: `true`, or `false` under an odd number of `not`s (so that
+//! the `not` makes it `true`). `and` and `or` only widen with a wider operand, so the scan
+//! keeps a superset of the matching files; the plan then leaves out those whose partition
+//! values rule the filter out (`residual.rs`), and the residual (the filter itself,
+//! transform terms included) leaves the rows to the client.
 
 use iceberg::expr::{Predicate, Reference};
 use iceberg::spec::{Datum, PrimitiveType, Schema, Transform, Type};
 use serde_json::Value;
+
+use super::transformed::TransformTerm;
 
 /// Translates a REST filter into a predicate over `schema`'s columns.
 pub fn predicate(
@@ -29,11 +34,11 @@ pub fn predicate(
     translate(filter, schema, case_sensitive, false)
 }
 
-/// What a comparison compares: a column, or a transform of one (which prunes nothing).
+/// What a comparison compares: a column, or a transform of one.
 enum Term {
     Column(Reference, PrimitiveType),
-    /// The transform's result type, which the literal must have.
-    Transformed(PrimitiveType),
+    /// With the transform's result type, which the literal must have.
+    Transformed(TransformTerm, PrimitiveType),
 }
 
 /// `negated`: whether an odd number of `not`s encloses `filter`.
@@ -57,13 +62,14 @@ fn translate(
             .ok_or_else(|| format!("A {kind} expression needs {name}"))?;
         translate(value, schema, case_sensitive, negated)
     };
-    // A transform term's comparison: keeps every file, once the enclosing `not`s apply.
-    let keep_all = || {
-        if negated {
+    // A transform term's comparison: rewritten on its column, or else keeps every file
+    // once the enclosing `not`s apply.
+    let through = |term: &TransformTerm, values: &[Datum]| {
+        term.rewrite(kind, values, negated).unwrap_or(if negated {
             Predicate::AlwaysFalse
         } else {
             Predicate::AlwaysTrue
-        }
+        })
     };
     let term = || term(object.get("term"), schema, case_sensitive);
     match kind {
@@ -73,8 +79,9 @@ fn translate(
         "or" => Ok(child("left", negated)?.or(child("right", negated)?)),
         "not" => Ok(child("child", !negated)?.negate()),
         "is-null" | "not-null" | "is-nan" | "not-nan" => {
-            let Term::Column(reference, _) = term()? else {
-                return Ok(keep_all());
+            let reference = match term()? {
+                Term::Column(reference, _) => reference,
+                Term::Transformed(term, _) => return Ok(through(&term, &[])),
             };
             Ok(match kind {
                 "is-null" => reference.is_null(),
@@ -89,9 +96,9 @@ fn translate(
                 .ok_or_else(|| format!("A {kind} expression needs a value"))?;
             let (reference, ty) = match term()? {
                 Term::Column(reference, ty) => (reference, ty),
-                Term::Transformed(ty) => {
-                    datum(value, &ty).map_err(|e| format!("{e} (transform term)"))?;
-                    return Ok(keep_all());
+                Term::Transformed(term, ty) => {
+                    let value = datum(value, &ty).map_err(|e| format!("{e} (transform term)"))?;
+                    return Ok(through(&term, &[value]));
                 }
             };
             let datum =
@@ -114,11 +121,13 @@ fn translate(
             };
             let (reference, ty) = match term()? {
                 Term::Column(reference, ty) => (reference, ty),
-                Term::Transformed(ty) => {
-                    for value in values {
-                        datum(value, &ty).map_err(|e| format!("{e} (transform term)"))?;
-                    }
-                    return Ok(keep_all());
+                Term::Transformed(term, ty) => {
+                    let datums = values
+                        .iter()
+                        .map(|v| datum(v, &ty))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| format!("{e} (transform term)"))?;
+                    return Ok(through(&term, &datums));
                 }
             };
             let datums = values
@@ -155,8 +164,19 @@ fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<T
         _ => return Err("A transform term needs a transform (such as \"day\")".into()),
     };
     let (reference, source) = column(o.get("term"), schema, case_sensitive)?;
-    match transform.result_type(&Type::Primitive(source)) {
-        Ok(Type::Primitive(ty)) => Ok(Term::Transformed(ty)),
+    match transform.result_type(&Type::Primitive(source.clone())) {
+        // identity(c) is c.
+        Ok(Type::Primitive(_)) if transform == Transform::Identity => {
+            Ok(Term::Column(reference, source))
+        }
+        Ok(Type::Primitive(ty)) => Ok(Term::Transformed(
+            TransformTerm {
+                column: reference,
+                column_type: source,
+                transform,
+            },
+            ty,
+        )),
         Ok(other) => Err(format!("Transform {transform} gives a {other}")),
         Err(e) => Err(format!(
             "Transform {transform} does not apply to column {}: {}",
@@ -326,24 +346,46 @@ mod tests {
     }
 
     #[test]
-    fn transform_terms_prune_nothing_under_any_number_of_nots() {
+    fn transform_terms_become_column_ranges_or_keep_every_file() {
         let day = |value: Value| {
             json!({"type": "eq", "value": value,
             "term": {"type": "transform", "transform": "day", "term": "day"}})
         };
         let not = |child: Value| json!({"type": "not", "child": child});
         let id = json!({"type": "gt", "term": "id", "value": 5});
-        assert_eq!(parse(day(json!("2024-01-31"))).unwrap(), "TRUE");
-        assert_eq!(parse(not(day(json!(19753)))).unwrap(), "TRUE");
-        assert_eq!(parse(not(not(day(json!(19753))))).unwrap(), "TRUE");
+        let p = parse(day(json!("2024-01-31"))).unwrap();
+        assert!(
+            p.contains("day >= 2024-01-31") && p.contains("day < 2024-02-01"),
+            "{p}"
+        );
+        assert_eq!(p, parse(day(json!(19753))).unwrap());
+        // Under a `not`, rows with a null day are kept.
+        let p = parse(not(day(json!(19753)))).unwrap();
+        assert!(
+            p.contains("day < 2024-01-31") && p.contains("IS NULL"),
+            "{p}"
+        );
+        // identity(c) is c.
+        let identity = json!({"type": "gt", "value": 5,
+            "term": {"type": "transform", "transform": "identity", "term": "id"}});
+        assert_eq!(parse(identity).unwrap(), parse(id.clone()).unwrap());
+
+        // A bucket keeps every file, under any number of `not`s.
+        let bucket = |value: i64| {
+            json!({"type": "eq", "value": value,
+            "term": {"type": "transform", "transform": "bucket[4]", "term": "id"}})
+        };
+        assert_eq!(parse(bucket(1)).unwrap(), "TRUE");
+        assert_eq!(parse(not(bucket(1))).unwrap(), "TRUE");
+        assert_eq!(parse(not(not(bucket(1)))).unwrap(), "TRUE");
         // The column's own comparison still prunes beside it.
-        let both = json!({"type": "and", "left": id, "right": not(day(json!(19753)))});
+        let both = json!({"type": "and", "left": id, "right": not(bucket(1))});
         assert_eq!(parse(both).unwrap(), parse(id.clone()).unwrap());
-        let either = not(json!({"type": "or", "left": id, "right": day(json!(19753))}));
+        let either = not(json!({"type": "or", "left": id, "right": bucket(1)}));
         assert_eq!(parse(either).unwrap(), parse(not(id.clone())).unwrap());
-        let bucket = json!({"type": "in", "values": [0, 3],
+        let among = json!({"type": "in", "values": [0, 3],
             "term": {"type": "transform", "transform": "bucket[4]", "term": "id"}});
-        assert_eq!(parse(bucket).unwrap(), "TRUE");
+        assert_eq!(parse(among).unwrap(), "TRUE");
     }
 
     #[test]

@@ -21,23 +21,26 @@
 //! Incremental scans (`start-snapshot-id`, `end-snapshot-id`) plan the files the range's
 //! appends added (`incremental.rs`), through the same scan.
 //!
-//! Not there yet: transform terms in filters are checked but prune nothing (`filter.rs`);
-//! `min-rows-requested` is ignored (the spec allows returning more); residual filters are
-//! narrowed by identity partition values only (`residual.rs`), not by other transforms'
-//! projections as Java's are.
+//! Each file's residual filter is narrowed by its partition values (`residual.rs`), and a
+//! file whose residual is `false` is left out of the plan: that is where transform terms
+//! in filters prune (iceberg-rust's scan takes column references only, so it keeps those
+//! files and reads every manifest the rest of the filter does not rule out).
+//!
+//! Not there yet: `min-rows-requested` is ignored (the spec allows returning more).
 
 mod encode;
 mod files;
 pub mod filter;
 mod incremental;
 mod residual;
+mod transformed;
 
 use std::collections::{HashMap, HashSet};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use futures_util::TryStreamExt;
-use iceberg::spec::{ManifestList, Schema, StructType, TableMetadata, Transform};
+use iceberg::spec::{ManifestList, Schema, StructType, TableMetadata};
 use iceberg::table::Table;
 use iceberg::Runtime;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -413,44 +416,48 @@ impl Catalog {
                 &stats,
             ))
         };
-        // Each task's residual is the filter less what its file's identity partition
-        // values decide (`residual.rs`). Sent whenever rows still need checking: a client
-        // that gets none takes the file as matching throughout (PyIceberg 0.12's `count()`
-        // does).
+        // Each task's residual is the filter less what its file's partition values
+        // decide (`residual.rs`). Sent whenever rows still need checking: a client that
+        // gets none takes the file as matching throughout (PyIceberg 0.12's `count()`
+        // does). A file whose residual is `false` has no matching row and is left out:
+        // the scan cannot prune by transform terms, and a page may then hold fewer tasks.
         let filter = request
             .filter
             .as_ref()
             .filter(|f| f.get("type").and_then(Value::as_str) != Some("true"));
-        let mut spec_fields: HashMap<i32, Vec<(i32, Transform)>> = HashMap::new();
-        let mut residual_of = |path: &str| -> Option<Value> {
-            let filter = filter?;
-            let Some((file, spec_id)) = found.get(path) else {
-                return Some(filter.clone());
+        let mut narrowers: HashMap<i32, residual::Narrower> = HashMap::new();
+        let mut residual_of = |path: &str| -> Residual {
+            let Some(filter) = filter else {
+                return Residual::True;
             };
-            let fields = spec_fields.entry(*spec_id).or_insert_with(|| {
-                metadata
-                    .partition_spec_by_id(*spec_id)
-                    .map(|spec| {
-                        spec.fields()
-                            .iter()
-                            .map(|f| (f.source_id, f.transform))
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            });
-            let values = residual::identity_values(&schema, fields, file.partition());
-            match residual::residual(filter, &values, &schema, request.case_sensitive) {
-                Residual::True => None,
-                // The scan prunes such a file by its partition; were one left, the whole
-                // filter still reads none of its rows.
-                Residual::False => Some(filter.clone()),
-                Residual::Filter(narrowed) => Some(narrowed),
-            }
+            let Some((file, spec_id)) = found.get(path) else {
+                return Residual::Filter(filter.clone());
+            };
+            narrowers
+                .entry(*spec_id)
+                .or_insert_with(|| {
+                    let fields: Vec<_> = metadata
+                        .partition_spec_by_id(*spec_id)
+                        .map(|spec| {
+                            spec.fields()
+                                .iter()
+                                .map(|f| (f.source_id, f.transform))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    residual::Narrower::new(filter, &schema, &fields, request.case_sensitive)
+                })
+                .residual(file.partition())
         };
         let mut delete_index: HashMap<&str, usize> = HashMap::new();
         let mut delete_files = Vec::new();
         let mut scan_tasks = Vec::with_capacity(page.len());
         for task in page {
+            let residual = match residual_of(&task.data_file_path) {
+                Residual::False => continue,
+                Residual::True => None,
+                Residual::Filter(narrowed) => Some(narrowed),
+            };
             let mut references = Vec::with_capacity(task.deletes.len());
             for delete in &task.deletes {
                 let index = match delete_index.get(delete.file_path.as_str()) {
@@ -467,7 +474,7 @@ impl Catalog {
             if !references.is_empty() {
                 scan_task["delete-file-references"] = references.into();
             }
-            if let Some(residual) = residual_of(&task.data_file_path) {
+            if let Some(residual) = residual {
                 scan_task["residual-filter"] = residual;
             }
             scan_tasks.push(scan_task);
