@@ -50,6 +50,11 @@ FILTERS = [
     In("category", {"a", "e"}),
     Not(EqualTo("category", "a")),
     GreaterThanOrEqual("ts", "2024-01-04T00:00:00"),
+    # Whole days of `day(ts)` partitions decided by their day (no residual, so `count()`
+    # takes the files' record counts), and a bound inside a day that leaves one.
+    And(GreaterThanOrEqual("ts", "2024-01-02T00:00:00"), LessThan("ts", "2024-01-04T00:00:00")),
+    GreaterThan("ts", "2024-01-02T12:00:00"),
+    Not(LessThan("ts", "2024-01-05T00:00:00")),
     And(EqualTo("category", "d"), GreaterThan("id", 11)),
 ]
 
