@@ -114,6 +114,15 @@ def main() -> int:
         ids = [s.snapshot_id for s in local_t.snapshots()]
         recent = {"start-snapshot-id": ids[-11], "end-snapshot-id": ids[-1]}
         assert len(http(recent)["file-scan-tasks"]) == 10 * per_append
+        # A transform term (Spark sends these for `system.truncate(10, part) = 70`), and
+        # the column range it is rewritten to: the same 10 files.
+        truncated = {"filter": {"type": "eq", "value": 70, "term": {
+            "type": "transform", "transform": "truncate[10]", "term": "part"}}}
+        ranged = {"filter": {"type": "and",
+                             "left": {"type": "gt-eq", "term": "part", "value": 70},
+                             "right": {"type": "lt", "term": "part", "value": 80}}}
+        assert len(http(truncated)["file-scan-tasks"]) == 10
+        assert len(http(ranged)["file-scan-tasks"]) == 10
         cases = {
             "HTTP POST /plan, whole table": lambda: http({}),
             "HTTP POST /plan, one partition": lambda: http(one),
@@ -123,6 +132,8 @@ def main() -> int:
             "PyIceberg server-side plan_files, whole table": lambda: list(remote_t.scan().plan_files()),
             "PyIceberg server-side plan_files, one partition":
                 lambda: list(remote_t.scan(row_filter=EqualTo("part", 7)).plan_files()),
+            "HTTP POST /plan, truncate[10](part) = 70 (transform term)": lambda: http(truncated),
+            "HTTP POST /plan, 70 <= part < 80 (the same as a column range)": lambda: http(ranged),
             "HTTP POST /plan, last 10 appends (incremental)": lambda: http(recent),
             "PyIceberg client-side incremental, last 10 appends": lambda: list(
                 local_t.incremental_append_scan(from_snapshot_id_exclusive=ids[-11],
@@ -136,7 +147,7 @@ def main() -> int:
               f"{args.runs} runs each, alternating; ms")
         medians = {name: statistics.median(v) for name, v in times.items()}
         for name, v in times.items():
-            print(f"  {name:50s} median {medians[name]:8.1f}  min {min(v):8.1f}  max {max(v):8.1f}")
+            print(f"  {name:62s} median {medians[name]:8.1f}  min {min(v):8.1f}  max {max(v):8.1f}")
         for scope in ("whole table", "one partition"):
             local = medians[f"PyIceberg client-side plan_files, {scope}"]
             remote = medians[f"PyIceberg server-side plan_files, {scope}"]
