@@ -59,6 +59,20 @@ privileges!(
     NAMESPACE_FULL_METADATA,
     TABLE_FULL_METADATA,
     VIEW_FULL_METADATA,
+    POLICY_CREATE,
+    POLICY_READ,
+    POLICY_WRITE,
+    POLICY_DROP,
+    POLICY_LIST,
+    POLICY_FULL_METADATA,
+    POLICY_ATTACH,
+    POLICY_DETACH,
+    CATALOG_ATTACH_POLICY,
+    CATALOG_DETACH_POLICY,
+    NAMESPACE_ATTACH_POLICY,
+    NAMESPACE_DETACH_POLICY,
+    TABLE_ATTACH_POLICY,
+    TABLE_DETACH_POLICY,
 );
 
 use Privilege as P;
@@ -211,6 +225,86 @@ impl Privilege {
                 P::CATALOG_MANAGE_METADATA,
                 P::CATALOG_MANAGE_CONTENT,
             ],
+            P::POLICY_CREATE => &[
+                P::POLICY_CREATE,
+                P::POLICY_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::POLICY_WRITE => &[
+                P::POLICY_WRITE,
+                P::POLICY_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::POLICY_DROP => &[
+                P::POLICY_DROP,
+                P::POLICY_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::POLICY_READ => &[
+                P::POLICY_READ,
+                P::POLICY_WRITE,
+                P::POLICY_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::POLICY_LIST => &[
+                P::POLICY_LIST,
+                P::POLICY_CREATE,
+                P::POLICY_READ,
+                P::POLICY_WRITE,
+                P::POLICY_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::POLICY_FULL_METADATA => &[
+                P::POLICY_FULL_METADATA,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            // Attaching is not metadata: POLICY_FULL_METADATA does not imply it.
+            P::POLICY_ATTACH => &[
+                P::POLICY_ATTACH,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::POLICY_DETACH => &[
+                P::POLICY_DETACH,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::CATALOG_ATTACH_POLICY => &[
+                P::CATALOG_ATTACH_POLICY,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::CATALOG_DETACH_POLICY => &[
+                P::CATALOG_DETACH_POLICY,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::NAMESPACE_ATTACH_POLICY => &[
+                P::NAMESPACE_ATTACH_POLICY,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::NAMESPACE_DETACH_POLICY => &[
+                P::NAMESPACE_DETACH_POLICY,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_ATTACH_POLICY => &[
+                P::TABLE_ATTACH_POLICY,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
+            P::TABLE_DETACH_POLICY => &[
+                P::TABLE_DETACH_POLICY,
+                P::CATALOG_MANAGE_METADATA,
+                P::CATALOG_MANAGE_CONTENT,
+            ],
         }
     }
 }
@@ -231,6 +325,11 @@ pub enum Securable {
         namespace: Vec<String>,
         name: String,
     },
+    /// A policy (Polaris's policy API), in the namespace it is defined in.
+    Policy {
+        namespace: Vec<String>,
+        name: String,
+    },
 }
 
 impl Securable {
@@ -247,6 +346,13 @@ impl Securable {
         }
     }
 
+    pub fn policy(namespace: &Namespace, name: &str) -> Self {
+        Securable::Policy {
+            namespace: namespace.levels().to_vec(),
+            name: name.to_string(),
+        }
+    }
+
     pub fn view(ident: &Ident) -> Self {
         Securable::View {
             namespace: ident.namespace.levels().to_vec(),
@@ -260,7 +366,8 @@ impl Securable {
             (Securable::Catalog, _) => true,
             (Securable::Namespace { namespace: granted }, Securable::Namespace { namespace })
             | (Securable::Namespace { namespace: granted }, Securable::Table { namespace, .. })
-            | (Securable::Namespace { namespace: granted }, Securable::View { namespace, .. }) => {
+            | (Securable::Namespace { namespace: granted }, Securable::View { namespace, .. })
+            | (Securable::Namespace { namespace: granted }, Securable::Policy { namespace, .. }) => {
                 namespace.starts_with(granted)
             }
             (a, b) => a == b,

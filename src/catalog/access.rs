@@ -541,7 +541,7 @@ impl Catalog {
         .await
     }
 
-    /// A grant names a namespace, table or view that exists (404 otherwise, as Polaris
+    /// A grant names a namespace, table, view or policy that exists (404 otherwise, as Polaris
     /// answers): a grant on a name nothing has would silently apply to whatever is
     /// created under that name later. Revoking needs no check (the grant must exist).
     async fn check_securable(&self, catalog: &str, securable: &Securable) -> CatalogResult<()> {
@@ -550,6 +550,16 @@ impl Catalog {
             Securable::Namespace { namespace } => (namespace, None),
             Securable::Table { namespace, name } => (namespace, Some((ObjectKind::Table, name))),
             Securable::View { namespace, name } => (namespace, Some((ObjectKind::View, name))),
+            Securable::Policy { namespace, name } => {
+                let record = self.get_catalog(catalog).await?;
+                let namespace = Namespace::new(namespace.clone())?;
+                return self
+                    .policy_state(&record)
+                    .await?
+                    .1
+                    .get(&namespace, name)
+                    .map(drop);
+            }
         };
         let namespace = Namespace::new(levels.clone())?;
         let Some((kind, name)) = object else {

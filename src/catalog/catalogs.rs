@@ -141,25 +141,6 @@ impl Catalog {
         Ok(catalogs)
     }
 
-    /// Polaris's policy API asks which policies apply to a catalog or namespace (the
-    /// Polaris CLI's `summarize` commands do). Floe has no policies: the answer is an
-    /// empty list, to callers who see the catalog (404 for a catalog they do not).
-    pub async fn applicable_policies(
-        &self,
-        ctx: &RequestContext,
-        catalog: &str,
-    ) -> CatalogResult<Vec<serde_json::Value>> {
-        if ctx
-            .access
-            .as_ref()
-            .is_some_and(|a| !a.sees_catalog(catalog))
-        {
-            return Err(catalog_missing(catalog));
-        }
-        self.get_catalog(catalog).await?;
-        Ok(Vec::new())
-    }
-
     /// The catalog's record, for its management API (CATALOG_READ_PROPERTIES).
     pub async fn load_catalog(
         &self,

@@ -138,6 +138,9 @@ fn describe(catalog: &str, securable: &Securable) -> String {
         Securable::View { namespace, name } => {
             format!("view {}.{}.{}", catalog, namespace.join("."), name)
         }
+        Securable::Policy { namespace, name } => {
+            format!("policy {}.{}.{}", catalog, namespace.join("."), name)
+        }
     }
 }
 

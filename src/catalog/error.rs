@@ -23,6 +23,24 @@ pub enum Missing {
     PlanId,
     /// A plan task this table's plans did not hand out.
     PlanTask,
+    /// A policy (Polaris's policy API).
+    Policy,
+    /// A policy's attachment to a target.
+    PolicyMapping,
+}
+
+/// Why Polaris's policy API refuses a change that is well-formed (each has its own
+/// error type there, which clients may match on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyRefusal {
+    /// An update named another version than the current one (409).
+    VersionMismatch,
+    /// The target has another policy of the same inheritable type (409).
+    MappingExists,
+    /// A drop of a policy still attached, without `detach-all` (400).
+    InUse,
+    /// The content does not fit the policy's type (400).
+    Invalid,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +49,8 @@ pub enum CatalogError {
     NotFound { missing: Missing, message: String },
     #[error("{0}")]
     AlreadyExists(String),
+    #[error("{1}")]
+    Policy(PolicyRefusal, String),
     #[error("{0}")]
     NamespaceNotEmpty(String),
     /// The request conflicts with the current state of the entity (409); the client may

@@ -12,7 +12,8 @@
 //! - `catalogs`: catalogs (Polaris's management API).
 //! - `namespaces`, `tables`, `views`: the Iceberg REST resources; `objects`: what
 //!   tables and views share (create, register, list, rename, drop, the commit loop);
-//!   `generic`: Polaris's generic tables (non-Iceberg tables by name and format).
+//!   `generic`: Polaris's generic tables (non-Iceberg tables by name and format);
+//!   `policies`: Polaris's policies, their attachments and what applies where.
 //! - `commit`: pure commit rules over iceberg-rust's metadata builders; `locks`: commits
 //!   to one object queue (and, on the embedded store, pipeline).
 //! - `locations`: where tables and views live, and which locations are allowed.
@@ -43,6 +44,7 @@ mod objects;
 pub mod outcome;
 pub mod pagination;
 mod parsed;
+pub mod policies;
 pub mod scan;
 pub use parsed::set_self_check;
 pub mod security;

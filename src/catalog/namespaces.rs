@@ -113,8 +113,9 @@ impl Catalog {
         };
         let event = Draft::namespace(Operation::DropNamespace, record.id, namespace);
         let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
-        self.write(ctx, drop, &Outcome::NoContent, events).await?;
-        Ok(())
+        // With the catalog's policy document: no policy may be left in it.
+        self.drop_namespace_with_policies(ctx, &record, namespace, drop, events)
+            .await
     }
 
     /// Computes the change on the current properties and swaps them if nobody changed

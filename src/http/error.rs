@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::catalog::error::{CatalogError, Missing};
+use crate::catalog::error::{CatalogError, Missing, PolicyRefusal};
 use crate::model::InvalidName;
 
 #[derive(Debug)]
@@ -61,8 +61,18 @@ impl From<CatalogError> for ApiError {
                     Missing::File => "NotFoundException",
                     Missing::PlanId => "NoSuchPlanIdException",
                     Missing::PlanTask => "NoSuchPlanTaskException",
+                    Missing::Policy => "NoSuchPolicyException",
+                    Missing::PolicyMapping => "NoSuchMappingException",
                 },
             ),
+            CatalogError::Policy(refusal, _) => match refusal {
+                PolicyRefusal::VersionMismatch => (S::CONFLICT, "PolicyVersionMismatchException"),
+                PolicyRefusal::MappingExists => {
+                    (S::CONFLICT, "PolicyMappingAlreadyExistsException")
+                }
+                PolicyRefusal::InUse => (S::BAD_REQUEST, "PolicyInUseException"),
+                PolicyRefusal::Invalid => (S::BAD_REQUEST, "InvalidPolicyException"),
+            },
             CatalogError::AlreadyExists(_) => (S::CONFLICT, "AlreadyExistsException"),
             CatalogError::NamespaceNotEmpty(_) => (S::CONFLICT, "NamespaceNotEmptyException"),
             CatalogError::CommitFailed(_) => (S::CONFLICT, "CommitFailedException"),

@@ -135,16 +135,3 @@ async fn drop_catalog(
     state.catalog.drop_catalog(&ctx, &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
-
-/// `GET /api/catalog/polaris/v1/{catalog}/applicable-policies`: Polaris's policy API,
-/// as far as Floe has policies (none).
-pub async fn applicable_policies(
-    State(s): State<AppState>,
-    Ctx(ctx): Ctx,
-    Path(catalog): Path<String>,
-) -> ApiResult<Json<Value>> {
-    let policies = s.catalog.applicable_policies(&ctx, &catalog).await?;
-    Ok(Json(
-        json!({ "applicable-policies": policies, "next-page-token": null }),
-    ))
-}

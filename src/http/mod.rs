@@ -6,6 +6,8 @@
 //!   under Polaris's `/api/catalog/v1`.
 //! - `scan`: server-side scan planning (`…/plan`, `…/tasks`).
 //! - `generic`: Polaris's generic tables (`/polaris/v1/{prefix}/…/generic-tables`).
+//! - `policies`: Polaris's policy API (`/polaris/v1/{prefix}/…/policies`,
+//!   `/polaris/v1/{prefix}/applicable-policies`).
 //! - `events`: the REST events endpoint (the change-event outbox, page by page).
 //! - `management`: Polaris's management API for catalogs; `dropped`: Floe's undrop
 //!   endpoints beside it.
@@ -38,6 +40,7 @@ pub mod idempotency;
 mod management;
 mod namespaces;
 pub mod outcome;
+mod policies;
 mod principals;
 mod scan;
 mod tables;
@@ -109,7 +112,7 @@ fn router(state: AppState, settings: &HttpSettings) -> Router {
         let routes = scan::routes(routes);
         views::routes(routes).0
     };
-    let polaris = |base| generic::routes(Routes::under(base)).0;
+    let polaris = |base| policies::routes(generic::routes(Routes::under(base))).0;
     let management = Routes::under("/api/management/v1");
     let management = dropped::routes(principals::routes(management::routes(management))).0;
     Router::new()
@@ -118,10 +121,6 @@ fn router(state: AppState, settings: &HttpSettings) -> Router {
         .merge(management)
         .merge(polaris("/polaris/v1"))
         .merge(polaris("/api/catalog/polaris/v1"))
-        .route(
-            "/api/catalog/polaris/v1/{catalog}/applicable-policies",
-            get(management::applicable_policies),
-        )
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(prometheus))

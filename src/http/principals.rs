@@ -403,6 +403,7 @@ struct GrantBody {
     namespace: Option<Vec<String>>,
     table_name: Option<String>,
     view_name: Option<String>,
+    policy_name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -433,6 +434,12 @@ fn parse_grant(body: GrantBody) -> ApiResult<Grant> {
                 .ok_or_else(|| ApiError::bad_request("viewName is required"))?;
             Securable::view(&Ident::new(namespace(body.namespace)?, name)?)
         }
+        "policy" => {
+            let name = body
+                .policy_name
+                .ok_or_else(|| ApiError::bad_request("policyName is required"))?;
+            Securable::policy(&namespace(body.namespace)?, &name)
+        }
         other => return Err(ApiError::bad_request(format!("Unknown grant type {other}"))),
     };
     Ok(Grant {
@@ -453,6 +460,9 @@ fn grant_view(g: &Grant) -> Value {
         }),
         Securable::View { namespace, name } => json!({
             "type": "view", "namespace": namespace, "viewName": name, "privilege": privilege,
+        }),
+        Securable::Policy { namespace, name } => json!({
+            "type": "policy", "namespace": namespace, "policyName": name, "privilege": privilege,
         }),
     }
 }

@@ -315,6 +315,25 @@ pub struct SecurityDocument {
     pub document: String,
 }
 
+/// A catalog's policies (Polaris's policy API) and their attachments, as one document
+/// swapped by compare-and-swap on its version, as the security document is: a catalog
+/// holds tens to hundreds of policies, and every change to them must see all the
+/// attachments (one policy of a type per target).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyDocument {
+    /// 0 before the first write.
+    pub version: i64,
+    pub document: String,
+}
+
+/// A new policy document for a catalog, replacing the one at `expected_version`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyWrite {
+    pub catalog: CatalogId,
+    pub expected_version: i64,
+    pub document: String,
+}
+
 /// One atomic write: a mutation and the rows that commit or roll back with it.
 #[derive(Debug, Clone)]
 pub struct WriteBatch {
@@ -328,6 +347,10 @@ pub struct WriteBatch {
     /// it moved): grants change with the entities they are about (a new catalog's
     /// `catalog_admin` role commits with the catalog).
     pub security: Option<(i64, String)>,
+    /// A catalog's new policy document (`Conflict` if its version moved): a namespace
+    /// drop carries one, so that no policy is created in, or attached to, a namespace
+    /// that goes meanwhile.
+    pub policies: Option<PolicyWrite>,
     /// The change's events, appended to the outbox last (in PostgreSQL the position
     /// counter is a row lock held until commit, so the shorter the better).
     pub events: Vec<ChangeEvent>,
@@ -347,6 +370,7 @@ impl WriteBatch {
             now_ms,
             idempotency: None,
             security: None,
+            policies: None,
             events: Vec::new(),
             purge: None,
             journal_files: false,
@@ -587,6 +611,10 @@ pub trait Store: Send + Sync + 'static {
     /// Only the version of the security document: a cheap check whether a cached copy
     /// is still current.
     async fn security_version(&self) -> StoreResult<i64>;
+
+    /// A catalog's policy document (version 0 and `{}` before the first write; dropping
+    /// the catalog drops it).
+    async fn policies(&self, catalog: CatalogId) -> StoreResult<PolicyDocument>;
 }
 
 /// Columns of a catalog row, in the order both stores read them.

@@ -48,7 +48,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::store::{check_schema, stored_kind, SecurityDocument, StoredProperties, WriteTicket};
+use crate::store::{
+    check_schema, stored_kind, PolicyDocument, SecurityDocument, StoredProperties, WriteTicket,
+};
 use anyhow::Context;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
@@ -742,5 +744,28 @@ impl Store for PostgresStore {
             })
             .await?;
         Ok(row.map(|r| r.get(0)).unwrap_or(0))
+    }
+
+    async fn policies(&self, catalog: CatalogId) -> StoreResult<PolicyDocument> {
+        let row = self
+            .read(|client| async move {
+                Ok(client
+                    .query_opt_typed(
+                        "SELECT version, document FROM policies WHERE catalog_id = $1",
+                        &[int8(&catalog.0)],
+                    )
+                    .await?)
+            })
+            .await?;
+        Ok(match row {
+            Some(row) => PolicyDocument {
+                version: row.get(0),
+                document: row.get(1),
+            },
+            None => PolicyDocument {
+                version: 0,
+                document: "{}".into(),
+            },
+        })
     }
 }

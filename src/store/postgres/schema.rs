@@ -76,4 +76,12 @@ ALTER TABLE objects DROP CONSTRAINT objects_kind_check;
 ALTER TABLE objects ADD CONSTRAINT objects_kind_check
     CHECK (kind IN ('table', 'view', 'generic-table'));
 "#,
+    // Polaris's policies and their attachments: one versioned document per catalog.
+    r#"
+CREATE TABLE policies (
+    catalog_id BIGINT PRIMARY KEY REFERENCES catalogs (id),
+    version    BIGINT NOT NULL,
+    document   TEXT NOT NULL
+);
+"#,
 ];

@@ -14,8 +14,8 @@ use super::{
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
-    IdempotencyRecord, LockedObjects, Mutation, ObjectWrite, StoreError, StoreResult, StoredObject,
-    WriteBatch,
+    IdempotencyRecord, LockedObjects, Mutation, ObjectWrite, PolicyWrite, StoreError, StoreResult,
+    StoredObject, WriteBatch,
 };
 
 /// Applies the batch's rows, then its mutation, in the caller's transaction.
@@ -32,6 +32,9 @@ pub(super) async fn apply_rows(q: &impl Queries, batch: &WriteBatch) -> Attempt<
     }
     if let Some((expected, document)) = &batch.security {
         replace_security(q, *expected, document).await?;
+    }
+    if let Some(policies) = &batch.policies {
+        replace_policies(q, policies).await?;
     }
     let applied = apply_mutation(q, batch).await?;
     if let Some(purge) = &batch.purge {
@@ -166,6 +169,28 @@ async fn replace_security(q: &impl Queries, expected: i64, document: &str) -> At
     Ok(())
 }
 
+/// Swaps a catalog's policy document if it is still at its expected version (0: none
+/// yet).
+async fn replace_policies(q: &impl Queries, write: &PolicyWrite) -> Attempt<()> {
+    let swapped = if write.expected_version == 0 {
+        q.execute_all_typed(
+            "INSERT INTO policies (catalog_id, version, document) VALUES ($1, 1, $2) ON CONFLICT (catalog_id) DO NOTHING",
+            &[int8(&write.catalog.0), text(&write.document)],
+        )
+        .await?
+    } else {
+        q.execute_all_typed(
+            "UPDATE policies SET version = version + 1, document = $3 WHERE catalog_id = $1 AND version = $2",
+            &[int8(&write.catalog.0), int8(&write.expected_version), text(&write.document)],
+        )
+        .await?
+    };
+    if swapped == 0 {
+        return Err(StoreError::Conflict.into());
+    }
+    Ok(())
+}
+
 async fn create_catalog(q: &impl Queries, c: &CatalogRecord) -> Attempt<()> {
     let (properties, storage) = (to_json(&c.properties)?, to_json(&c.storage_config)?);
     let inserted = q
@@ -248,6 +273,8 @@ async fn drop_catalog(q: &impl Queries, id: CatalogId, name: &str) -> Attempt<()
         Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => return Err(not_empty()),
         other => other?,
     };
+    q.execute_all_typed("DELETE FROM policies WHERE catalog_id = $1", &[int8(&id.0)])
+        .await?;
     q.execute_all_typed(
         "DELETE FROM metrics_reports WHERE catalog_id = $1",
         &[int8(&id.0)],

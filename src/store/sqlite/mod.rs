@@ -40,7 +40,7 @@ use schema::{migrate, MIGRATIONS};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use crate::store::{check_schema, stored_kind, SecurityDocument, StoredProperties};
+use crate::store::{check_schema, stored_kind, PolicyDocument, SecurityDocument, StoredProperties};
 use anyhow::Context;
 use async_trait::async_trait;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
@@ -714,6 +714,20 @@ impl Store for SqliteStore {
                 .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
                 .map(|v| v.unwrap_or(0))
                 .map_err(internal)
+        })
+    }
+
+    async fn policies(&self, catalog: CatalogId) -> StoreResult<PolicyDocument> {
+        self.read(move |conn| {
+            let row: Option<(i64, String)> = conn
+                .prepare_cached("SELECT version, document FROM policies WHERE catalog_id = ?1")
+                .and_then(|mut s| {
+                    s.query_row([catalog.0], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()
+                })
+                .map_err(internal)?;
+            let (version, document) = row.unwrap_or((0, "{}".into()));
+            Ok(PolicyDocument { version, document })
         })
     }
 }

@@ -130,6 +130,14 @@ CREATE INDEX objects_by_location ON objects (location);
 "#,
         object_triggers!()
     ),
+    // Polaris's policies and their attachments: one versioned document per catalog.
+    r#"
+CREATE TABLE policies (
+    catalog_id INTEGER PRIMARY KEY REFERENCES catalogs (id),
+    version    INTEGER NOT NULL,
+    document   TEXT NOT NULL
+);
+"#,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> anyhow::Result<()> {

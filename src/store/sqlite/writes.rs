@@ -11,8 +11,8 @@ use super::{
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
-    CatalogRow, IdempotencyRecord, Mutation, ObjectWrite, StoreError, StoreResult, StoredObject,
-    WriteBatch, CATALOG_COLUMNS,
+    CatalogRow, IdempotencyRecord, Mutation, ObjectWrite, PolicyWrite, StoreError, StoreResult,
+    StoredObject, WriteBatch, CATALOG_COLUMNS,
 };
 
 /// Applies the batch's rows, then its mutation; any error rolls all of it back.
@@ -27,6 +27,9 @@ pub(super) fn apply(
     }
     if let Some((expected, document)) = &batch.security {
         replace_security(tx, *expected, document)?;
+    }
+    if let Some(policies) = &batch.policies {
+        replace_policies(tx, policies)?;
     }
     let applied = apply_mutation(tx, batch, packed)?;
     if let (true, Mutation::CommitObjects { catalog, writes }) =
@@ -176,6 +179,27 @@ fn replace_security(tx: &Transaction, expected: i64, document: &str) -> StoreRes
     Ok(())
 }
 
+/// Swaps a catalog's policy document if it is still at its expected version (0: none
+/// yet).
+fn replace_policies(tx: &Transaction, write: &PolicyWrite) -> StoreResult<()> {
+    let swapped = if write.expected_version == 0 {
+        tx.execute(
+            "INSERT INTO policies (catalog_id, version, document) VALUES (?1, 1, ?2) ON CONFLICT (catalog_id) DO NOTHING",
+            params![write.catalog.0, write.document],
+        )
+    } else {
+        tx.execute(
+            "UPDATE policies SET version = version + 1, document = ?3 WHERE catalog_id = ?1 AND version = ?2",
+            params![write.catalog.0, write.expected_version, write.document],
+        )
+    }
+    .map_err(internal)?;
+    if swapped == 0 {
+        return Err(StoreError::Conflict);
+    }
+    Ok(())
+}
+
 fn create_catalog(tx: &Transaction, c: &CatalogRecord) -> StoreResult<()> {
     tx.execute(
         "INSERT INTO catalogs (id, name, properties, storage_config, created_ms, updated_ms, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
@@ -236,6 +260,8 @@ fn drop_catalog(tx: &Transaction, id: CatalogId, name: &str) -> StoreResult<()> 
         return Err(StoreError::CatalogNotEmpty(name.to_string()));
     }
     tx.execute("DELETE FROM metrics_reports WHERE catalog_id = ?1", [id.0])
+        .map_err(internal)?;
+    tx.execute("DELETE FROM policies WHERE catalog_id = ?1", [id.0])
         .map_err(internal)?;
     if tx
         .execute("DELETE FROM catalogs WHERE id = ?1", [id.0])
