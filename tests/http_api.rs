@@ -47,6 +47,14 @@ const EXPECTED_ENDPOINTS: &[&str] = &[
     "POST polaris/v1/{prefix}/namespaces/{namespace}/generic-tables",
     "GET polaris/v1/{prefix}/namespaces/{namespace}/generic-tables/{generic-table}",
     "DELETE polaris/v1/{prefix}/namespaces/{namespace}/generic-tables/{generic-table}",
+    "GET polaris/v1/{prefix}/namespaces/{namespace}/policies",
+    "POST polaris/v1/{prefix}/namespaces/{namespace}/policies",
+    "GET polaris/v1/{prefix}/namespaces/{namespace}/policies/{policy-name}",
+    "PUT polaris/v1/{prefix}/namespaces/{namespace}/policies/{policy-name}",
+    "DELETE polaris/v1/{prefix}/namespaces/{namespace}/policies/{policy-name}",
+    "PUT polaris/v1/{prefix}/namespaces/{namespace}/policies/{policy-name}/mappings",
+    "POST polaris/v1/{prefix}/namespaces/{namespace}/policies/{policy-name}/mappings",
+    "GET polaris/v1/{prefix}/applicable-policies",
 ];
 
 fn set(values: &Value) -> BTreeSet<String> {

@@ -538,6 +538,118 @@ async fn generic_tables_take_the_table_privileges() {
 }
 
 #[tokio::test]
+async fn policies_take_polariss_privileges() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    for namespace in ["db", "other"] {
+        root.post(
+            &format!("{V1}/namespaces"),
+            &json!({"namespace": [namespace]}),
+        )
+        .await
+        .ok(200);
+    }
+    let policies = "/api/catalog/polaris/v1/default/namespaces/db/policies";
+    let body =
+        json!({"name": "p1", "type": "system.snapshot-expiry", "content": "{\"enable\":true}"});
+    let grants = |privileges: &[&str]| -> Vec<Value> {
+        privileges.iter().map(|p| on_namespace(p)).collect()
+    };
+    let (id, secret) =
+        principal_with(&root, "author", "default", &grants(&["POLICY_CREATE"])).await;
+    let author = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    // A policy grant names a policy that exists.
+    let read_p1 = json!({"type": "policy", "namespace": ["db"], "policyName": "p1",
+        "privilege": "POLICY_READ"});
+    root.put(
+        &format!("{MGMT}/catalogs/default/catalog-roles/author_role/grants"),
+        &json!({ "grant": read_p1 }),
+    )
+    .await
+    .error(404, "NoSuchPolicyException");
+    // POLICY_CREATE on the namespace creates and lists (it implies POLICY_LIST), but
+    // neither reads the policy nor attaches it.
+    author.post(policies, &body).await.ok(200);
+    let listed = author.get(policies).await.ok(200).json();
+    assert_eq!(
+        listed["identifiers"],
+        json!([{"namespace": ["db"], "name": "p1"}])
+    );
+    author
+        .get(&format!("{policies}/p1"))
+        .await
+        .error(403, "ForbiddenException");
+    root.put(
+        &format!("{MGMT}/catalogs/default/catalog-roles/author_role/grants"),
+        &json!({ "grant": read_p1 }),
+    )
+    .await
+    .ok(201);
+    let grants_listed = root
+        .get(&format!(
+            "{MGMT}/catalogs/default/catalog-roles/author_role/grants"
+        ))
+        .await
+        .ok(200)
+        .json();
+    assert!(
+        grants_listed["grants"]
+            .as_array()
+            .unwrap()
+            .contains(&read_p1),
+        "{grants_listed}"
+    );
+    author.get(&format!("{policies}/p1")).await.ok(200);
+    let on_catalog = json!({"target": {"type": "catalog"}});
+    author
+        .put(&format!("{policies}/p1/mappings"), &on_catalog)
+        .await
+        .error(403, "ForbiddenException");
+    // Attaching needs POLICY_ATTACH on the policy and the target's ATTACH_POLICY.
+    let (id, secret) = principal_with(
+        &root,
+        "attacher",
+        "default",
+        &[
+            on_namespace("POLICY_ATTACH"),
+            on_namespace("NAMESPACE_ATTACH_POLICY"),
+        ],
+    )
+    .await;
+    let attacher = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    attacher
+        .put(&format!("{policies}/p1/mappings"), &on_catalog)
+        .await
+        .error(403, "ForbiddenException");
+    let on_db = json!({"target": {"type": "namespace", "path": ["db"]}});
+    attacher
+        .put(&format!("{policies}/p1/mappings"), &on_db)
+        .await
+        .ok(204);
+    let on_other = json!({"target": {"type": "namespace", "path": ["other"]}});
+    attacher
+        .put(&format!("{policies}/p1/mappings"), &on_other)
+        .await
+        .error(403, "ForbiddenException");
+    // What applies to a namespace needs its NAMESPACE_READ_PROPERTIES.
+    let applicable = "/api/catalog/polaris/v1/default/applicable-policies?namespace=db";
+    attacher
+        .get(applicable)
+        .await
+        .error(403, "ForbiddenException");
+    let applied = root.get(applicable).await.ok(200).json();
+    assert_eq!(applied["applicable-policies"][0]["name"], "p1");
+    // Dropping needs POLICY_DROP.
+    author
+        .delete(&format!("{policies}/p1?detach-all=true"))
+        .await
+        .error(403, "ForbiddenException");
+    root.delete(&format!("{policies}/p1?detach-all=true"))
+        .await
+        .ok(204);
+}
+
+#[tokio::test]
 async fn a_catalog_admin_cannot_reach_beyond_its_catalog() {
     let s = secure_server().await;
     let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
@@ -821,11 +933,12 @@ async fn entities_update_by_version_and_list_who_holds_a_role() {
         .json();
     assert_eq!(created["name"], "fresh");
     assert_eq!(created["entityVersion"], 1);
-    // Polaris's policy API: no policies; a catalog one does not see does not exist.
+    // Polaris's policy API: what applies to a catalog needs CATALOG_READ_PROPERTIES; a
+    // catalog that does not exist is a 404.
     let policies = "/api/catalog/polaris/v1/default/applicable-policies";
     let none = root.get(policies).await.ok(200).json();
     assert_eq!(none["applicable-policies"], json!([]));
-    p.get(policies).await.error_status(404);
+    p.get(policies).await.error(403, "ForbiddenException");
     root.get("/api/catalog/polaris/v1/nope/applicable-policies")
         .await
         .error_status(404);

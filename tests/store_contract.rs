@@ -15,7 +15,7 @@ use floe::store::postgres::PostgresStore;
 use floe::store::sqlite::SqliteStore;
 use floe::store::{
     Applied, EventRead, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, PendingPurge,
-    Retention, Store, StoreError, StoredProperties, WriteBatch,
+    PolicyWrite, Retention, Store, StoreError, StoredProperties, WriteBatch,
 };
 
 /// A store of each kind; the temporary directory lives as long as the store is used.
@@ -109,6 +109,7 @@ contract!(
     idempotency_keys_commit_with_the_change,
     reads_tell_a_missing_catalog,
     the_security_document_is_compare_and_swapped_with_the_change,
+    policy_documents_are_per_catalog_and_swapped_with_the_change,
     drops_and_renames_compare_and_swap,
     events_commit_with_their_change_or_not_at_all,
     event_positions_follow_commit_order,
@@ -933,6 +934,70 @@ async fn the_security_document_is_compare_and_swapped_with_the_change(store: Arc
     let now = store.security().await.unwrap();
     assert_eq!((now.version, now.document.as_str()), (2, "{\"v\":2}"));
     assert!(store.get_catalog("sec").await.unwrap().is_some());
+}
+
+async fn policy_documents_are_per_catalog_and_swapped_with_the_change(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let other = catalog_with_db(&store, "other").await;
+    let empty = store.policies(c.id).await.unwrap();
+    assert_eq!((empty.version, empty.document.as_str()), (0, "{}"));
+    let with_policies = |mutation, catalog: CatalogId, expected, document: &str| WriteBatch {
+        policies: Some(PolicyWrite {
+            catalog,
+            expected_version: expected,
+            document: document.to_string(),
+        }),
+        ..batch(mutation)
+    };
+    store
+        .write(with_policies(Mutation::None, c.id, 0, "{\"v\":1}"))
+        .await
+        .unwrap();
+    // Another catalog's document is its own.
+    assert_eq!(store.policies(other.id).await.unwrap().version, 0);
+    store
+        .write(with_policies(Mutation::None, other.id, 0, "{\"o\":1}"))
+        .await
+        .unwrap();
+    // A stale version, first write or later: refused, and the mutation with it (here a
+    // namespace's drop, which carries the document for this reason).
+    let drop_db = || Mutation::DropNamespace {
+        catalog: c.id,
+        namespace: ns(&["db"]),
+    };
+    for stale in [0, 7] {
+        assert!(matches!(
+            store
+                .write(with_policies(drop_db(), c.id, stale, "{}"))
+                .await,
+            Err(StoreError::Conflict)
+        ));
+    }
+    assert!(store
+        .list_namespaces("c", &Namespace::root(), &PageRequest::default())
+        .await
+        .unwrap()
+        .items
+        .contains(&ns(&["db"])));
+    store
+        .write(with_policies(drop_db(), c.id, 1, "{\"v\":2}"))
+        .await
+        .unwrap();
+    let now = store.policies(c.id).await.unwrap();
+    assert_eq!((now.version, now.document.as_str()), (2, "{\"v\":2}"));
+    assert_eq!(
+        store.policies(other.id).await.unwrap().document,
+        "{\"o\":1}"
+    );
+    // Dropping a catalog drops its document.
+    store
+        .write(batch(Mutation::DropCatalog {
+            catalog: c.id,
+            name: "c".into(),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(store.policies(c.id).await.unwrap().version, 0);
 }
 
 async fn drops_and_renames_compare_and_swap(store: Arc<dyn Store>) {
