@@ -127,7 +127,7 @@ async fn attach(
             &namespace(&ns)?,
             &policy,
             &body.target,
-            Some(body.parameters),
+            Some(body.parameters.unwrap_or_default()),
         )
         .await?;
     Ok(StatusCode::NO_CONTENT)

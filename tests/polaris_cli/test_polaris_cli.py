@@ -382,6 +382,50 @@ def test_namespace_summarize(floe):
     ok(floe, "namespaces", "summarize", "--catalog", CAT, NS)
 
 
+# --------------------------------------------------------------------------- policies
+def test_policies_create_attach_apply_and_delete(floe, tmp_path):
+    where = ("--catalog", CAT, "--namespace", NS)
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"enable": True, "config": {"target_file_size_bytes": 134217728}}))
+    ok(floe, "policies", "create", *where, "--policy-file", str(policy),
+       "--policy-type", "system.data-compaction", "--policy-description", "compact", "compaction")
+    got = json.loads(ok(floe, "policies", "get", *where, "compaction"))["policy"]
+    assert (got["policy-type"], got["version"], got["description"]) == \
+        ("system.data-compaction", 0, "compact")
+    assert json.loads(got["content"])["config"]["target_file_size_bytes"] == 134217728
+    listed = json.loads(ok(floe, "policies", "list", *where))
+    assert listed["identifiers"] == [{"namespace": [NS], "name": "compaction"}]
+    # Invalid content is refused by the server, not only by the CLI.
+    policy.write_text(json.dumps({"enable": "yes"}))
+    assert polaris(floe, "policies", "create", *where, "--policy-file", str(policy),
+                   "--policy-type", "system.snapshot-expiry", "bad").returncode != 0
+    # update reads the version, then sends it.
+    policy.write_text(json.dumps({"enable": False}))
+    ok(floe, "policies", "update", *where, "--policy-file", str(policy), "compaction")
+    assert json.loads(ok(floe, "policies", "get", *where, "compaction"))["policy"]["version"] == 1
+
+    ok(floe, "policies", "attach", *where, "--attachment-type", "catalog", "compaction")
+    ok(floe, "policies", "attach", *where, "--attachment-type", "table-like",
+       "--attachment-path", f"{NS}.t1", "compaction")
+
+    def applicable(*args):
+        out = ok(floe, "policies", "list", "--catalog", CAT, "--applicable", *args)
+        return [(p["name"], p["inherited"]) for p in json_lines(out)]
+
+    assert applicable() == [("compaction", False)]
+    assert applicable("--namespace", NS) == [("compaction", True)]
+    assert applicable("--namespace", NS, "--target-name", "t1") == [("compaction", False)]
+    assert applicable("--policy-type", "system.snapshot-expiry") == []
+    # Attached, it deletes only with --detach-all.
+    assert polaris(floe, "policies", "delete", *where, "compaction").returncode != 0
+    ok(floe, "policies", "detach", *where, "--attachment-type", "table-like",
+       "--attachment-path", f"{NS}.t1", "compaction")
+    assert applicable("--namespace", NS, "--target-name", "t1") == [("compaction", True)]
+    ok(floe, "policies", "delete", *where, "--detach-all", "compaction")
+    assert json.loads(ok(floe, "policies", "list", *where))["identifiers"] == []
+    assert applicable() == []
+
+
 # --------------------------------------------------------------------------- the CLI's grants, enforced
 def test_cli_principal_gets_exactly_what_was_granted(floe):
     # NAMESPACE_LIST on the catalog: listing namespaces is allowed.

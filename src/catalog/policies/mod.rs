@@ -80,8 +80,9 @@ pub struct TargetBody {
 #[derive(Debug, Deserialize)]
 pub struct AttachPolicy {
     pub target: TargetBody,
+    /// Absent or null: none (Polaris's CLI may send null).
     #[serde(default)]
-    pub parameters: BTreeMap<String, String>,
+    pub parameters: Option<BTreeMap<String, String>>,
 }
 
 /// `DetachPolicyRequest`.
