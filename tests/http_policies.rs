@@ -101,7 +101,7 @@ async fn policies_are_created_checked_updated_and_listed() {
         created
     );
     // Also at the root, as Polaris's clients may call it.
-    s.get(&format!("/polaris/v1/default/namespaces/db/policies/p1"))
+    s.get("/polaris/v1/default/namespaces/db/policies/p1")
         .await
         .ok(200);
     create(&s, "p2", "system.snapshot-expiry").await;

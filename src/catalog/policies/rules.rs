@@ -261,7 +261,7 @@ impl PolicyState {
         let inheritable = PolicyType::parse(&policy_type).is_some_and(|t| t.inheritable());
         // What no longer counts on this target goes now.
         self.attachments
-            .retain(|a| !(a.target.names_same(&target) && !counts(a)));
+            .retain(|a| !a.target.names_same(&target) || counts(a));
         if inheritable {
             let taken = self.attachments.iter().any(|a| {
                 a.target.names_same(&target) && a.policy_type == policy_type && a.policy_id != id
