@@ -81,7 +81,8 @@ impl PolicyType {
                 "config" => check_config(value)?,
                 "max_orphan_file_age_in_days" if self == PolicyType::OrphanFileRemoval => {
                     match value.as_f64() {
-                        Some(days) if days >= 0.0 => {}
+                        // An int in Polaris's model.
+                        Some(days) if (0.0..=f64::from(i32::MAX)).contains(&days) => {}
                         _ => {
                             return Err(format!(
                                 "Invalid max_orphan_file_age_in_days: {value}. It must be a number greater than or equal to 0"
@@ -178,5 +179,8 @@ mod tests {
             .check(r#"{"enable":true,"max_orphan_file_age_in_days":-3}"#)
             .unwrap_err();
         assert!(e.contains("greater than or equal to 0"), "{e}");
+        assert!(orphans
+            .check(r#"{"enable":true,"max_orphan_file_age_in_days":3000000000}"#)
+            .is_err());
     }
 }

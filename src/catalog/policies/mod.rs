@@ -42,8 +42,13 @@ const MAX_DESCRIPTION_CHARS: usize = 64 * 1024;
 /// Most parameters of one attachment, and their longest key or value.
 const MAX_PARAMETERS: usize = 100;
 const MAX_PARAMETER_CHARS: usize = 4096;
-/// Attempts of one change when other changes to the catalog's policies win the race.
-const MAX_ATTEMPTS: usize = 16;
+/// Attempts of one change when other changes to the catalog's policies (or namespace
+/// drops) win the race, each after a random wait of up to 2^attempt ms (at most 100).
+const MAX_ATTEMPTS: u32 = 16;
+/// Most policies in one catalog, and most attachments: every change rewrites the
+/// catalog's document.
+const MAX_POLICIES: usize = 1_000;
+const MAX_ATTACHMENTS: usize = 10_000;
 
 /// `CreatePolicyRequest`.
 #[derive(Debug, Deserialize)]
@@ -72,8 +77,9 @@ pub struct UpdatePolicy {
 pub struct TargetBody {
     #[serde(rename = "type")]
     pub kind: String,
+    /// Absent or null for the catalog.
     #[serde(default)]
-    pub path: Vec<String>,
+    pub path: Option<Vec<String>>,
 }
 
 /// `AttachPolicyRequest`.
@@ -178,15 +184,16 @@ fn check_parameters(parameters: &BTreeMap<String, String>) -> CatalogResult<()> 
 /// The target a request names (its kind and path checked).
 fn named(target: &TargetBody) -> CatalogResult<Named> {
     let bad = |message: &str| Err(CatalogError::bad_request(message.to_string()));
+    let path = target.path.as_deref().unwrap_or_default();
     match target.kind.as_str() {
         "catalog" => Ok(Named::Catalog),
-        "namespace" if target.path.is_empty() => bad("A namespace target needs a path"),
-        "namespace" => Ok(Named::Namespace(Namespace::new(target.path.clone())?)),
-        "table-like" if target.path.len() < 2 => {
+        "namespace" if path.is_empty() => bad("A namespace target needs a path"),
+        "namespace" => Ok(Named::Namespace(Namespace::new(path.to_vec())?)),
+        "table-like" if path.len() < 2 => {
             bad("A table-like target's path is its namespace, then its name")
         }
         "table-like" => {
-            let (name, levels) = target.path.split_last().expect("two or more");
+            let (name, levels) = path.split_last().expect("two or more");
             Ok(Named::Table(Ident::new(
                 Namespace::new(levels.to_vec())?,
                 name.clone(),
@@ -262,7 +269,9 @@ impl Catalog {
     }
 
     /// Swaps the catalog's policy document (with `mutation`, a namespace's drop, or
-    /// none), the request's idempotency record carrying `outcome`.
+    /// none, and its events), the request's idempotency record carrying `outcome`.
+    /// `false`: another change won the race; read again and retry.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn swap_policies(
         &self,
         ctx: &RequestContext,
@@ -271,15 +280,20 @@ impl Catalog {
         state: &PolicyState,
         mutation: Mutation,
         outcome: &Outcome,
-    ) -> Result<(), StoreError> {
-        let document = serde_json::to_string(state).map_err(|e| StoreError::Internal(e.into()))?;
-        let mut batch = self.batch(ctx, mutation, outcome, Vec::new());
+        events: Vec<crate::events::ChangeEvent>,
+    ) -> CatalogResult<bool> {
+        let document = serde_json::to_string(state).map_err(CatalogError::internal)?;
+        let mut batch = self.batch(ctx, mutation, outcome, events);
         batch.policies = Some(PolicyWrite {
             catalog: record.id,
             expected_version,
             document,
         });
-        self.apply(batch, None).await.map(drop)
+        match self.apply(batch, None).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::Conflict) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     pub async fn list_policies(
@@ -339,23 +353,35 @@ impl Catalog {
             updated_ms: now,
         };
         let body = load_response(&policy);
-        for _ in 0..MAX_ATTEMPTS {
-            self.namespace_properties(catalog, namespace).await?;
+        for attempt in 0..MAX_ATTEMPTS {
+            after_lost_race(attempt).await;
+            // The document's version first: a namespace dropped after the check below
+            // moved it, so the swap loses and the next attempt finds no namespace.
             let (version, mut state) = self.policy_state(&record).await?;
+            self.namespace_properties(catalog, namespace).await?;
+            if state.policies.len() >= MAX_POLICIES {
+                return Err(CatalogError::bad_request(format!(
+                    "A catalog holds at most {MAX_POLICIES} policies"
+                )));
+            }
             state.create(policy.clone())?;
-            let outcome = Outcome::Json {
-                status: 200,
-                body: body.clone(),
-            };
-            match self
-                .swap_policies(ctx, &record, version, &state, Mutation::None, &outcome)
-                .await
+            let outcome = json_outcome(&body);
+            if self
+                .swap_policies(
+                    ctx,
+                    &record,
+                    version,
+                    &state,
+                    Mutation::None,
+                    &outcome,
+                    Vec::new(),
+                )
+                .await?
             {
-                Err(StoreError::Conflict) => continue,
-                other => return other.map(|()| body).map_err(Into::into),
+                return Ok(body);
             }
         }
-        Err(StoreError::Conflict.into())
+        Err(lost_races())
     }
 
     pub async fn load_policy(
@@ -390,7 +416,8 @@ impl Catalog {
         )?;
         check_description(&request.description)?;
         let record = self.get_catalog(catalog).await?;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS {
+            after_lost_race(attempt).await;
             let (version, mut state) = self.policy_state(&record).await?;
             let current = state.get(namespace, name)?;
             let expected = request.current_policy_version.ok_or_else(|| {
@@ -413,19 +440,23 @@ impl Catalog {
                 )?
                 .clone();
             let body = load_response(&updated);
-            let outcome = Outcome::Json {
-                status: 200,
-                body: body.clone(),
-            };
-            match self
-                .swap_policies(ctx, &record, version, &state, Mutation::None, &outcome)
-                .await
+            let outcome = json_outcome(&body);
+            if self
+                .swap_policies(
+                    ctx,
+                    &record,
+                    version,
+                    &state,
+                    Mutation::None,
+                    &outcome,
+                    Vec::new(),
+                )
+                .await?
             {
-                Err(StoreError::Conflict) => continue,
-                other => return other.map(|()| body).map_err(Into::into),
+                return Ok(body);
             }
         }
-        Err(StoreError::Conflict.into())
+        Err(lost_races())
     }
 
     pub async fn drop_policy(
@@ -442,7 +473,8 @@ impl Catalog {
             &Securable::policy(namespace, name),
         )?;
         let record = self.get_catalog(catalog).await?;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS {
+            after_lost_race(attempt).await;
             let (version, mut state) = self.policy_state(&record).await?;
             let id = state.get(namespace, name)?.id.clone();
             let live = self
@@ -452,22 +484,23 @@ impl Catalog {
                 )
                 .await?;
             state.drop_policy(namespace, name, detach_all, counting(&live))?;
-            match self
+            let outcome = Outcome::NoContent;
+            if self
                 .swap_policies(
                     ctx,
                     &record,
                     version,
                     &state,
                     Mutation::None,
-                    &Outcome::NoContent,
+                    &outcome,
+                    Vec::new(),
                 )
-                .await
+                .await?
             {
-                Err(StoreError::Conflict) => continue,
-                other => return other.map_err(Into::into),
+                return Ok(());
             }
         }
-        Err(StoreError::Conflict.into())
+        Err(lost_races())
     }
 
     /// The target's privilege to attach or detach, and the target as the document names
@@ -546,9 +579,12 @@ impl Catalog {
             check_parameters(parameters)?;
         }
         let record = self.get_catalog(catalog).await?;
-        for _ in 0..MAX_ATTEMPTS {
-            let target = self.resolve_target(ctx, catalog, target, attach).await?;
+        for attempt in 0..MAX_ATTEMPTS {
+            after_lost_race(attempt).await;
+            // The version first, as for a create: a target namespace dropped after it is
+            // resolved moves the version, and the swap loses.
             let (version, mut state) = self.policy_state(&record).await?;
+            let target = self.resolve_target(ctx, catalog, target, attach).await?;
             state.get(namespace, name)?;
             // Only this target's table can be named by the attachments that matter here.
             let live = match &target {
@@ -559,6 +595,11 @@ impl Catalog {
                 } => HashMap::from([((namespace.clone(), name.clone()), uuid.clone())]),
                 _ => HashMap::new(),
             };
+            if attach && state.attachments.len() >= MAX_ATTACHMENTS {
+                return Err(CatalogError::bad_request(format!(
+                    "A catalog holds at most {MAX_ATTACHMENTS} policy attachments"
+                )));
+            }
             match &parameters {
                 Some(parameters) => state.attach(
                     namespace,
@@ -570,22 +611,23 @@ impl Catalog {
                 )?,
                 None => state.detach(namespace, name, &target, &record.name, counting(&live))?,
             }
-            match self
+            let outcome = Outcome::NoContent;
+            if self
                 .swap_policies(
                     ctx,
                     &record,
                     version,
                     &state,
                     Mutation::None,
-                    &Outcome::NoContent,
+                    &outcome,
+                    Vec::new(),
                 )
-                .await
+                .await?
             {
-                Err(StoreError::Conflict) => continue,
-                other => return other.map_err(Into::into),
+                return Ok(());
             }
         }
-        Err(StoreError::Conflict.into())
+        Err(lost_races())
     }
 
     /// The policies that apply to the catalog (no namespace), a namespace (no table
@@ -658,7 +700,8 @@ impl Catalog {
         drop: Mutation,
         events: Vec<crate::events::ChangeEvent>,
     ) -> CatalogResult<()> {
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS {
+            after_lost_race(attempt).await;
             let (version, mut state) = self.policy_state(record).await?;
             if state.holds_policies(namespace) {
                 return Err(CatalogError::NamespaceNotEmpty(format!(
@@ -666,23 +709,50 @@ impl Catalog {
                 )));
             }
             state.forget_namespace(namespace);
-            let document = serde_json::to_string(&state).map_err(CatalogError::internal)?;
-            let mut batch = self.batch(ctx, drop.clone(), &Outcome::NoContent, events.clone());
-            batch.policies = Some(PolicyWrite {
-                catalog: record.id,
-                expected_version: version,
-                document,
-            });
-            match self.apply(batch, None).await {
-                Err(StoreError::Conflict) => continue,
-                other => return other.map(drop_applied).map_err(Into::into),
+            let outcome = Outcome::NoContent;
+            if self
+                .swap_policies(
+                    ctx,
+                    record,
+                    version,
+                    &state,
+                    drop.clone(),
+                    &outcome,
+                    events.clone(),
+                )
+                .await?
+            {
+                return Ok(());
             }
         }
-        Err(StoreError::Conflict.into())
+        Err(lost_races())
     }
 }
 
-fn drop_applied(_: crate::store::Applied) {}
+/// A create's or update's answer, kept with its idempotency key.
+fn json_outcome(body: &Value) -> Outcome {
+    Outcome::Json {
+        status: 200,
+        body: body.clone(),
+    }
+}
+
+/// Every attempt lost to another change of the catalog's policies: a 503, which a
+/// client retries (and an idempotency key does not keep as final).
+fn lost_races() -> CatalogError {
+    CatalogError::Unavailable(
+        "The catalog's policies kept changing while this request was applied; retry later".into(),
+    )
+}
+
+/// Before attempt `attempt` (0: none): a random wait, so that racing writers spread out.
+async fn after_lost_race(attempt: u32) {
+    if attempt > 0 {
+        let most = (1u64 << attempt.min(7)).min(100);
+        let ms = rand::random_range(0..=most);
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -706,7 +776,7 @@ mod tests {
         }
         let target = |kind: &str, path: &[&str]| TargetBody {
             kind: kind.into(),
-            path: path.iter().map(|s| s.to_string()).collect(),
+            path: Some(path.iter().map(|s| s.to_string()).collect()),
         };
         assert!(matches!(named(&target("catalog", &[])), Ok(Named::Catalog)));
         assert!(matches!(

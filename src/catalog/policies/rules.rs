@@ -166,11 +166,15 @@ impl PolicyState {
     }
 
     /// A namespace's drop takes its attachments with it (a namespace made again later
-    /// under the same name starts with none).
+    /// under the same name starts with none), and those of the tables it held (it is
+    /// empty, so they were dropped: their attachments no longer count).
     pub fn forget_namespace(&mut self, namespace: &Namespace) {
-        self.attachments.retain(
-            |a| !matches!(&a.target, Target::Namespace { namespace: n } if n == namespace.levels()),
-        );
+        self.attachments.retain(|a| match &a.target {
+            Target::Namespace { namespace: n } | Target::Table { namespace: n, .. } => {
+                n != namespace.levels()
+            }
+            Target::Catalog => true,
+        });
     }
 
     pub fn create(&mut self, policy: StoredPolicy) -> CatalogResult<&StoredPolicy> {
@@ -572,8 +576,10 @@ mod tests {
         let mut s = state();
         attach(&mut s, "p1", on_ns(&["ns2"])).unwrap();
         attach(&mut s, "p3", on_ns(&["ns3"])).unwrap();
+        attach(&mut s, "p2", on_table(&["ns2"], "t", "u")).unwrap();
+        attach(&mut s, "p2", on_table(&["ns2", "inner"], "t", "u")).unwrap();
         s.forget_namespace(&ns(&["ns2"]));
-        assert_eq!(s.attachments.len(), 1);
+        assert_eq!(s.attachments.len(), 2);
         assert!(s.holds_policies(&ns(&["ns1"])));
         assert!(!s.holds_policies(&ns(&["ns2"])));
         let document = serde_json::to_string(&s).unwrap();

@@ -103,6 +103,16 @@ fn translate(
             };
             let datum =
                 datum(value, &ty).map_err(|e| format!("{e} (column {})", reference.name()))?;
+            // iceberg-rust projects a prefix onto a `truncate` partition by comparing its
+            // length in bytes with the width, which counts characters: with a non-ASCII
+            // prefix it would prune matching files. Such a prefix prunes nothing.
+            if matches!(kind, "starts-with" | "not-starts-with") && !is_ascii_text(&datum) {
+                return Ok(if negated {
+                    Predicate::AlwaysFalse
+                } else {
+                    Predicate::AlwaysTrue
+                });
+            }
             Ok(match kind {
                 "lt" => reference.less_than(datum),
                 "lt-eq" => reference.less_than_or_equal_to(datum),
@@ -145,6 +155,14 @@ fn translate(
     }
 }
 
+/// Whether a literal is text of ASCII characters only (a byte per character).
+pub(super) fn is_ascii_text(datum: &Datum) -> bool {
+    match datum.literal() {
+        iceberg::spec::PrimitiveLiteral::String(s) => s.is_ascii(),
+        _ => false,
+    }
+}
+
 /// What a term names: a column (a name) or a transform of one (an object).
 fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<Term, String> {
     let Some(Value::Object(o)) = term else {
@@ -163,6 +181,9 @@ fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<T
             .map_err(|e| format!("Unknown transform {text:?}: {}", e.message()))?,
         _ => return Err("A transform term needs a transform (such as \"day\")".into()),
     };
+    if matches!(transform, Transform::Bucket(0) | Transform::Truncate(0)) {
+        return Err(format!("Transform {transform} needs a positive width"));
+    }
     let (reference, source) = column(o.get("term"), schema, case_sensitive)?;
     match transform.result_type(&Type::Primitive(source.clone())) {
         // identity(c) is c.
@@ -221,7 +242,8 @@ pub(super) fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> 
     let text = || value.as_str().ok_or_else(wrong);
     let hex = || -> Result<Vec<u8>, String> {
         let s = text()?;
-        if s.len() % 2 != 0 {
+        // Two bytes at a time: only ASCII text can be hex (and sliced so).
+        if s.len() % 2 != 0 || !s.is_ascii() {
             return Err(wrong());
         }
         (0..s.len())
@@ -386,6 +408,22 @@ mod tests {
         let among = json!({"type": "in", "values": [0, 3],
             "term": {"type": "transform", "transform": "bucket[4]", "term": "id"}});
         assert_eq!(parse(among).unwrap(), "TRUE");
+        // A non-ASCII prefix prunes nothing (iceberg-rust would count its bytes).
+        let prefix = |value: &str| json!({"type": "starts-with", "term": "Name", "value": value});
+        assert!(parse(prefix("ab")).unwrap().contains("STARTS WITH"));
+        assert_eq!(parse(prefix("éab")).unwrap(), "TRUE");
+        assert_eq!(parse(not(prefix("éab"))).unwrap(), "TRUE");
+    }
+
+    #[test]
+    fn binary_literals_are_ascii_hex() {
+        assert_eq!(
+            datum(&json!("0AFF"), &PrimitiveType::Binary).unwrap(),
+            Datum::binary(vec![0x0a, 0xff])
+        );
+        // Not sliced mid-character: refused.
+        assert!(datum(&json!("aéb"), &PrimitiveType::Binary).is_err());
+        assert!(datum(&json!("0G"), &PrimitiveType::Binary).is_err());
     }
 
     #[test]
@@ -436,6 +474,14 @@ mod tests {
             (
                 json!({"type": "eq", "term": "day", "value": "yesterday"}),
                 "not a valid date",
+            ),
+            (
+                json!({"type": "eq", "term": {"type": "transform", "transform": "truncate[0]", "term": "id"}, "value": 5}),
+                "positive width",
+            ),
+            (
+                json!({"type": "eq", "term": {"type": "transform", "transform": "bucket[0]", "term": "id"}, "value": 5}),
+                "positive width",
             ),
         ] {
             let e = parse(filter.clone()).unwrap_err();

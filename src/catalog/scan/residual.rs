@@ -187,6 +187,12 @@ impl Compiler<'_> {
                 let Some((column, ty)) = self.column(name) else {
                     return tests;
                 };
+                let kind = filter.get("type").and_then(Value::as_str).unwrap_or("");
+                let non_ascii_prefix = matches!(kind, "starts-with" | "not-starts-with")
+                    && filter
+                        .get("value")
+                        .and_then(Value::as_str)
+                        .is_some_and(|v| !v.is_ascii());
                 // Bound once, only if a field needs a projection.
                 let mut bound = None;
                 for (i, (source, transform)) in self.fields.iter().enumerate() {
@@ -203,6 +209,11 @@ impl Compiler<'_> {
                     else {
                         continue;
                     };
+                    // iceberg-rust projects a prefix onto `truncate` by its length in
+                    // bytes against a width in characters: wrong for non-ASCII prefixes.
+                    if non_ascii_prefix {
+                        continue;
+                    }
                     let bound = bound.get_or_insert_with(|| {
                         filter::predicate(filter, self.schema, self.case_sensitive)
                             .ok()
@@ -624,6 +635,26 @@ mod tests {
             .unwrap();
         assert_eq!(bucket(id("eq", other)), Residual::False);
         assert_eq!(bucket(id("eq", same)), Residual::Filter(id("eq", same)));
+    }
+
+    #[test]
+    fn non_ascii_prefixes_are_left_to_the_rows() {
+        // truncate(4, region) = "éabc": its rows start with "éab", which iceberg-rust's
+        // projections (bytes against characters) would get wrong either way.
+        let file = |filter: Value| {
+            under(
+                &[(2, Transform::Truncate(4))],
+                vec![Some(Literal::string("éabc"))],
+                filter,
+                true,
+            )
+        };
+        for kind in ["starts-with", "not-starts-with"] {
+            let prefix = json!({"type": kind, "term": "region", "value": "éab"});
+            assert_eq!(file(prefix.clone()), Residual::Filter(prefix));
+        }
+        let ascii = json!({"type": "starts-with", "term": "region", "value": "x"});
+        assert_eq!(file(ascii), Residual::False);
     }
 
     #[test]

@@ -158,7 +158,9 @@ impl TransformTerm {
     /// and equal to a full-width text, `s` starts with it.
     fn truncated_text(&self, kind: &str, width: u32, text: &str) -> Option<Predicate> {
         let column = || self.column.clone();
-        let fits = text.chars().count() <= width as usize;
+        // A prefix goes on to iceberg-rust's projections, which count a prefix's bytes
+        // against a width in characters: only ASCII ones are safe there.
+        let fits = text.chars().count() <= width as usize && text.is_ascii();
         Some(match kind {
             "gt-eq" => column().greater_than_or_equal_to(Datum::string(text)),
             "gt" => column().greater_than(Datum::string(text)),
@@ -172,7 +174,7 @@ impl TransformTerm {
     fn prefix(&self, value: &Datum) -> Option<Predicate> {
         match (self.transform, value.literal()) {
             (Transform::Truncate(width), PrimitiveLiteral::String(text))
-                if text.chars().count() <= width as usize =>
+                if text.chars().count() <= width as usize && text.is_ascii() =>
             {
                 Some(self.column.clone().starts_with(value.clone()))
             }
@@ -252,6 +254,8 @@ mod tests {
         assert!(rewritten(&t, "gt", &text("abc")).contains("c > \"abc\""));
         assert_eq!(rewritten(&t, "lt", &text("abc")), "none");
         assert_eq!(rewritten(&t, "starts-with", &text("abcd")), "none");
+        assert_eq!(rewritten(&t, "starts-with", &text("éa")), "none");
+        assert_eq!(rewritten(&t, "eq", &text("éab")), "none");
         // Under a `not`, a wider predicate would become a narrower one.
         assert!(t.rewrite("gt-eq", &text("abc"), true).is_none());
     }

@@ -173,11 +173,19 @@ async fn replace_security(q: &impl Queries, expected: i64, document: &str) -> At
 /// yet).
 async fn replace_policies(q: &impl Queries, write: &PolicyWrite) -> Attempt<()> {
     let swapped = if write.expected_version == 0 {
-        q.execute_all_typed(
-            "INSERT INTO policies (catalog_id, version, document) VALUES ($1, 1, $2) ON CONFLICT (catalog_id) DO NOTHING",
-            &[int8(&write.catalog.0), text(&write.document)],
-        )
-        .await?
+        match q
+            .execute_all_typed(
+                "INSERT INTO policies (catalog_id, version, document) VALUES ($1, 1, $2) ON CONFLICT (catalog_id) DO NOTHING",
+                &[int8(&write.catalog.0), text(&write.document)],
+            )
+            .await
+        {
+            // The catalog was dropped since the caller read it: a lost race.
+            Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+                return Err(StoreError::Conflict.into())
+            }
+            other => other?,
+        }
     } else {
         q.execute_all_typed(
             "UPDATE policies SET version = version + 1, document = $3 WHERE catalog_id = $1 AND version = $2",

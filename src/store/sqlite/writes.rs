@@ -182,6 +182,15 @@ fn replace_security(tx: &Transaction, expected: i64, document: &str) -> StoreRes
 /// Swaps a catalog's policy document if it is still at its expected version (0: none
 /// yet).
 fn replace_policies(tx: &Transaction, write: &PolicyWrite) -> StoreResult<()> {
+    // A catalog dropped since the caller read it: its document is gone with it (a lost
+    // race, which the caller reads again), not a foreign key error.
+    let catalog_exists = tx
+        .prepare_cached("SELECT 1 FROM catalogs WHERE id = ?1")
+        .and_then(|mut s| s.exists([write.catalog.0]))
+        .map_err(internal)?;
+    if !catalog_exists {
+        return Err(StoreError::Conflict);
+    }
     let swapped = if write.expected_version == 0 {
         tx.execute(
             "INSERT INTO policies (catalog_id, version, document) VALUES (?1, 1, ?2) ON CONFLICT (catalog_id) DO NOTHING",
