@@ -267,6 +267,9 @@ async fn attachments_apply_down_the_tree_nearest_first() {
 
     // Polaris's example: p1 on the catalog, p2 on ns2, p3 on ns2.t1, all made in db.
     s.put(&mappings("p1"), &catalog_target()).await.ok(204);
+    // A null path (or parameters) is none; a catalog target needs no path.
+    let null_path = json!({"target": {"type": "catalog", "path": null}, "parameters": null});
+    s.put(&mappings("p1"), &null_path).await.ok(204);
     s.put(&mappings("p2"), &namespace_target(&["ns2"]))
         .await
         .ok(204);
@@ -346,6 +349,11 @@ async fn attachments_apply_down_the_tree_nearest_first() {
         ),
         (
             json!({"target": {"type": "namespace"}}),
+            400,
+            "BadRequestException",
+        ),
+        (
+            json!({"target": {"type": "namespace", "path": null}}),
             400,
             "BadRequestException",
         ),

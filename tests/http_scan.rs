@@ -660,6 +660,14 @@ async fn bad_plans_are_4xx_and_change_nothing() {
             "BadRequestException",
             "Unknown filter expression type",
         ),
+        // Once a panic that dropped the connection.
+        (
+            json!({ "filter": { "type": "eq", "value": 5,
+                "term": { "type": "transform", "transform": "truncate[0]", "term": "id" } } }),
+            400,
+            "BadRequestException",
+            "positive width",
+        ),
         (
             json!({ "select": ["id", "nope"] }),
             400,
