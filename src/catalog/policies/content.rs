@@ -49,6 +49,11 @@ impl PolicyType {
         true
     }
 
+    /// Whether a stored type's name is that of an inheritable type.
+    pub fn is_inheritable(name: &str) -> bool {
+        Self::parse(name).is_some_and(Self::inheritable)
+    }
+
     /// Checks a content for this type; the message says what is wrong.
     pub fn check(self, content: &str) -> Result<(), String> {
         if content.trim().is_empty() {

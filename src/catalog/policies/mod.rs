@@ -108,7 +108,7 @@ enum Named {
 pub fn policy_json(policy: &StoredPolicy) -> Value {
     json!({
         "policy-type": policy.policy_type,
-        "inheritable": PolicyType::parse(&policy.policy_type).is_some_and(|t| t.inheritable()),
+        "inheritable": PolicyType::is_inheritable(&policy.policy_type),
         "name": policy.name,
         "description": policy.description,
         "content": policy.content,
@@ -268,18 +268,39 @@ impl Catalog {
         Ok(live)
     }
 
-    /// Swaps the catalog's policy document (with `mutation`, a namespace's drop, or
-    /// none, and its events), the request's idempotency record carrying `outcome`.
-    /// `false`: another change won the race; read again and retry.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn swap_policies(
+    /// Swaps the catalog's policy document, the request's idempotency record carrying
+    /// `outcome`. `false`: another change won the race; read again and retry.
+    async fn swap_policies(
         &self,
         ctx: &RequestContext,
         record: &CatalogRecord,
         expected_version: i64,
         state: &PolicyState,
-        mutation: Mutation,
         outcome: &Outcome,
+    ) -> CatalogResult<bool> {
+        self.swap_policies_with(
+            ctx,
+            record,
+            expected_version,
+            state,
+            outcome,
+            Mutation::None,
+            Vec::new(),
+        )
+        .await
+    }
+
+    /// As [`Self::swap_policies`], with a mutation and its events in the same write (a
+    /// namespace's drop).
+    #[allow(clippy::too_many_arguments)]
+    async fn swap_policies_with(
+        &self,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
+        expected_version: i64,
+        state: &PolicyState,
+        outcome: &Outcome,
+        mutation: Mutation,
         events: Vec<crate::events::ChangeEvent>,
     ) -> CatalogResult<bool> {
         let document = serde_json::to_string(state).map_err(CatalogError::internal)?;
@@ -367,15 +388,7 @@ impl Catalog {
             state.create(policy.clone())?;
             let outcome = json_outcome(&body);
             if self
-                .swap_policies(
-                    ctx,
-                    &record,
-                    version,
-                    &state,
-                    Mutation::None,
-                    &outcome,
-                    Vec::new(),
-                )
+                .swap_policies(ctx, &record, version, &state, &outcome)
                 .await?
             {
                 return Ok(body);
@@ -442,15 +455,7 @@ impl Catalog {
             let body = load_response(&updated);
             let outcome = json_outcome(&body);
             if self
-                .swap_policies(
-                    ctx,
-                    &record,
-                    version,
-                    &state,
-                    Mutation::None,
-                    &outcome,
-                    Vec::new(),
-                )
+                .swap_policies(ctx, &record, version, &state, &outcome)
                 .await?
             {
                 return Ok(body);
@@ -486,15 +491,7 @@ impl Catalog {
             state.drop_policy(namespace, name, detach_all, counting(&live))?;
             let outcome = Outcome::NoContent;
             if self
-                .swap_policies(
-                    ctx,
-                    &record,
-                    version,
-                    &state,
-                    Mutation::None,
-                    &outcome,
-                    Vec::new(),
-                )
+                .swap_policies(ctx, &record, version, &state, &outcome)
                 .await?
             {
                 return Ok(());
@@ -613,15 +610,7 @@ impl Catalog {
             }
             let outcome = Outcome::NoContent;
             if self
-                .swap_policies(
-                    ctx,
-                    &record,
-                    version,
-                    &state,
-                    Mutation::None,
-                    &outcome,
-                    Vec::new(),
-                )
+                .swap_policies(ctx, &record, version, &state, &outcome)
                 .await?
             {
                 return Ok(());
@@ -711,13 +700,13 @@ impl Catalog {
             state.forget_namespace(namespace);
             let outcome = Outcome::NoContent;
             if self
-                .swap_policies(
+                .swap_policies_with(
                     ctx,
                     record,
                     version,
                     &state,
-                    drop.clone(),
                     &outcome,
+                    drop.clone(),
                     events.clone(),
                 )
                 .await?

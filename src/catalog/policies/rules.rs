@@ -262,7 +262,7 @@ impl PolicyState {
     ) -> CatalogResult<()> {
         let policy = self.get(namespace, name)?;
         let (id, policy_type) = (policy.id.clone(), policy.policy_type.clone());
-        let inheritable = PolicyType::parse(&policy_type).is_some_and(|t| t.inheritable());
+        let inheritable = PolicyType::is_inheritable(&policy_type);
         // What no longer counts on this target goes now.
         self.attachments
             .retain(|a| !a.target.names_same(&target) || counts(a));
@@ -339,8 +339,7 @@ impl PolicyState {
                 .filter_map(|a| self.policies.iter().find(|p| p.id == a.policy_id))
                 .collect()
         };
-        let inheritable =
-            |p: &StoredPolicy| PolicyType::parse(&p.policy_type).is_some_and(|t| t.inheritable());
+        let inheritable = |p: &StoredPolicy| PolicyType::is_inheritable(&p.policy_type);
         // By type: the nearest inheritable policy so far.
         let mut by_type: std::collections::BTreeMap<&str, Applicable> = Default::default();
         for ancestor in ancestors {
