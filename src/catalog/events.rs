@@ -9,7 +9,7 @@ use crate::auth::privileges::{Privilege, Securable};
 use crate::events::query::{
     data_of, encode_token, rest_event, EventQuery, QueryError, QueryEventsRequest, MAX_SCANNED,
 };
-use crate::model::{Ident, Namespace};
+use crate::model::{CatalogRecord, Ident, Namespace};
 use crate::store::EventRead;
 
 impl Catalog {
@@ -35,7 +35,7 @@ impl Catalog {
             QueryError::Gone(m) => CatalogError::Gone(m),
         })?;
         for name in request.catalog_objects_by_name.iter().flatten() {
-            self.require_object_named(catalog, name).await?;
+            self.require_object_named(&record, name).await?;
         }
         let mut after = query.after;
         let mut events = Vec::new();
@@ -68,10 +68,15 @@ impl Catalog {
         }))
     }
 
-    /// A name filter must name a namespace, table or view that exists now (404
+    /// A name filter must name a namespace, table, view or policy that exists now (404
     /// otherwise): names change, so the history of a dropped or renamed object is found
     /// by its uuid (`catalog-objects-by-uuid`), which never changes.
-    async fn require_object_named(&self, catalog: &str, name: &[String]) -> CatalogResult<()> {
+    async fn require_object_named(
+        &self,
+        record: &CatalogRecord,
+        name: &[String],
+    ) -> CatalogResult<()> {
+        let catalog = record.name.as_str();
         let namespace = Namespace::new(name.to_vec())?;
         if self
             .store
@@ -87,12 +92,16 @@ impl Catalog {
                 if self.store.load_object(catalog, &ident).await?.is_some() {
                     return Ok(());
                 }
+                let (_, policies) = self.policy_state(record).await?;
+                if policies.find(&ident.namespace, &ident.name).is_some() {
+                    return Ok(());
+                }
             }
         }
         Err(CatalogError::not_found(
             Missing::Namespace,
             format!(
-                "No namespace, table or view is named {} (a dropped or renamed object's events are found by its uuid)",
+                "No namespace, table, view or policy is named {} (a dropped or renamed object's events are found by its uuid)",
                 name.join(".")
             ),
         ))

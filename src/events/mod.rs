@@ -45,6 +45,11 @@ pub enum Operation {
     RenameView,
     CreateGenericTable,
     DropGenericTable,
+    CreatePolicy,
+    UpdatePolicy,
+    DropPolicy,
+    AttachPolicy,
+    DetachPolicy,
     CreateNamespace,
     UpdateNamespaceProperties,
     DropNamespace,
@@ -55,7 +60,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 19] = [
+    pub const ALL: [Operation; 24] = [
         Operation::CreateTable,
         Operation::RegisterTable,
         Operation::UpdateTable,
@@ -68,6 +73,11 @@ impl Operation {
         Operation::RenameView,
         Operation::CreateGenericTable,
         Operation::DropGenericTable,
+        Operation::CreatePolicy,
+        Operation::UpdatePolicy,
+        Operation::DropPolicy,
+        Operation::AttachPolicy,
+        Operation::DetachPolicy,
         Operation::CreateNamespace,
         Operation::UpdateNamespaceProperties,
         Operation::DropNamespace,
@@ -93,6 +103,12 @@ impl Operation {
             // Polaris's generic tables: no operation of the REST proposal names them.
             Operation::CreateGenericTable => "x-floe-create-generic-table",
             Operation::DropGenericTable => "x-floe-drop-generic-table",
+            // Polaris's policies, likewise.
+            Operation::CreatePolicy => "x-floe-create-policy",
+            Operation::UpdatePolicy => "x-floe-update-policy",
+            Operation::DropPolicy => "x-floe-drop-policy",
+            Operation::AttachPolicy => "x-floe-attach-policy",
+            Operation::DetachPolicy => "x-floe-detach-policy",
             Operation::CreateNamespace => "create-namespace",
             Operation::UpdateNamespaceProperties => "update-namespace-properties",
             Operation::DropNamespace => "drop-namespace",
@@ -114,6 +130,7 @@ impl Operation {
             CreateTable | RegisterTable | UpdateTable | DropTable | RenameTable => "table",
             CreateView | RegisterView | UpdateView | DropView | RenameView => "view",
             CreateGenericTable | DropGenericTable => "generic-table",
+            CreatePolicy | UpdatePolicy | DropPolicy | AttachPolicy | DetachPolicy => "policy",
             CreateNamespace | UpdateNamespaceProperties | DropNamespace => "namespace",
             CreateCatalog | UpdateCatalog | DropCatalog => "catalog",
             UpdateSecurity => "security",

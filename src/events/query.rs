@@ -114,9 +114,11 @@ impl EventQuery {
                 types
                     .iter()
                     .map(|t| match t.as_str() {
-                        "namespace" | "table" | "view" | "generic-table" => Ok(t.clone()),
+                        "namespace" | "table" | "view" | "generic-table" | "policy" => {
+                            Ok(t.clone())
+                        }
                         _ => Err(bad(format!(
-                            "Unknown object type '{t}': expected namespace, table, view or generic-table"
+                            "Unknown object type '{t}': expected namespace, table, view, generic-table or policy"
                         ))),
                     })
                     .collect::<Result<HashSet<_>, _>>()?,
@@ -226,12 +228,19 @@ impl EventFilter {
             }
         }
         if let Some(uuids) = &self.uuids {
-            let uuid = data
-                .get("table-uuid")
-                .or_else(|| data.get("view-uuid"))
-                .or_else(|| data.get("generic-table-uuid"))
-                .and_then(Value::as_str);
-            if !uuid.is_some_and(|u| uuids.contains(u)) {
+            // A policy's attachment to a table is about both.
+            let hit = [
+                "table-uuid",
+                "view-uuid",
+                "generic-table-uuid",
+                "policy-uuid",
+            ]
+            .into_iter()
+            .filter_map(|key| data.get(key))
+            .chain(data.get("target").and_then(|t| t.get("table-uuid")))
+            .filter_map(Value::as_str)
+            .any(|u| uuids.contains(u));
+            if !hit {
                 return false;
             }
         }
@@ -250,8 +259,8 @@ impl EventFilter {
     }
 }
 
-/// The full names an event is about: a table's or view's namespace plus name (both
-/// names of a rename), or a namespace's levels.
+/// The full names an event is about: a table's, view's or policy's namespace plus name
+/// (both names of a rename), a namespace's levels, or what a policy is attached to.
 fn paths_of(data: &Map<String, Value>) -> Vec<Vec<String>> {
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
@@ -277,6 +286,9 @@ fn paths_of(data: &Map<String, Value>) -> Vec<Vec<String>> {
     }
     if let Some(ns) = data.get("namespace") {
         paths.push(strings(ns));
+    }
+    if let Some(path) = data.get("target").and_then(|t| t.get("path")) {
+        paths.push(strings(path));
     }
     paths
 }
@@ -451,6 +463,36 @@ mod tests {
         assert!(!hits(&creates, &update) && hits(&creates, &ns));
         let late = filter(serde_json::json!({"since-timestamp-ms": 1006}));
         assert!(!hits(&late, &update) && hits(&late, &ns));
+
+        // A policy attached to the table: found by the policy's name and uuid, and by the
+        // table's (the target's) too.
+        let policy_uuid = "0195f0c5-7d2c-7c6e-9a4c-000000000001";
+        let attach = stored(
+            Draft::new(
+                Operation::AttachPolicy,
+                format!("object:{policy_uuid}"),
+                "ops.expiry".into(),
+            )
+            .with(
+                "identifier",
+                serde_json::json!({"namespace": ["ops"], "name": "expiry"}),
+            )
+            .with("policy-uuid", policy_uuid)
+            .with(
+                "target",
+                serde_json::json!({"type": "table-like", "path": ["acc", "tax", "paid"], "table-uuid": uuid}),
+            ),
+            7,
+        );
+        assert!(hits(&exact, &attach) && hits(&by_name, &attach) && !hits(&other, &attach));
+        let policy_name =
+            filter(serde_json::json!({"catalog-objects-by-name": [["ops", "expiry"]]}));
+        assert!(hits(&policy_name, &attach) && !hits(&policy_name, &update));
+        assert!(hits(&by_uuid, &attach));
+        let by_policy = filter(serde_json::json!({"catalog-objects-by-uuid": [policy_uuid]}));
+        assert!(hits(&by_policy, &attach) && !hits(&by_policy, &update));
+        let policies = filter(serde_json::json!({"object-types": ["policy"]}));
+        assert!(hits(&policies, &attach) && !hits(&policies, &update) && !hits(&tables, &attach));
     }
 
     #[test]

@@ -63,6 +63,8 @@ ALL_OPERATIONS = [
     "create-namespace", "update-namespace-properties", "drop-namespace",
     "x-floe-create-catalog", "x-floe-update-catalog", "x-floe-drop-catalog",
     "x-floe-update-security",
+    "x-floe-create-policy", "x-floe-update-policy", "x-floe-drop-policy",
+    "x-floe-attach-policy", "x-floe-detach-policy",
 ]
 
 
@@ -192,6 +194,16 @@ class Catalog:
     def transaction(self, changes, **kw):
         return self.call("POST", "/transactions/commit", {"table-changes": changes}, **kw)
 
+    def policy(self, method, namespace, suffix, body=None, expect=None):
+        """Polaris's policy API: `suffix` after `…/namespaces/{ns}/policies`."""
+        path = (f"/api/catalog/polaris/v1/{self.name}/namespaces/{ns_path(namespace)}"
+                f"/policies{suffix}")
+        r = self.api.call(method, path, body)
+        self.last = r
+        if expect is not None:
+            assert r.status_code == expect, f"{method} {path}: {r.status_code} {r.text}"
+        return r
+
     def view_path(self, namespace, name) -> str:
         return f"/namespaces/{ns_path(namespace)}/views/{quote(name, safe='')}"
 
@@ -307,6 +319,8 @@ def entity_of(event: dict) -> str:
         return "object:" + op["table-uuid"]
     if "view-uuid" in op:
         return "object:" + op["view-uuid"]
+    if "policy-uuid" in op:
+        return "object:" + op["policy-uuid"]
     if "namespace" in op:
         return "namespace:" + "\x1f".join(op["namespace"])
     if op["operation-type"].startswith("x-floe-") and op["operation-type"].endswith("-catalog"):
@@ -842,6 +856,91 @@ def test_the_actor_is_the_principal_and_reading_takes_manage_metadata(server, ap
     assert_error(Catalog(client, "default").query({}), 403)
 
 
+def test_policy_changes_have_their_events(server, api):
+    cat = new_catalog(api, server)
+    cat.create_namespace(["db"], expect=200)
+    table_uuid = cat.create_table(["db"], "t", expect=200).json()["metadata"]["table-uuid"]
+    cur = Cursor(cat)
+    policy_ident = ident(["db"], "expiry")
+
+    def one(operation_type: str, seq: int) -> dict:
+        event = cur.take_one(operation_type)
+        check_event_shape(event)
+        assert event["request-id"] == cat.request_id and event["request-event-count"] == 1
+        assert event["entity-sequence"] == seq, event
+        op = event["operation"]
+        assert op["identifier"] == policy_ident and op["policy-type"] == "system.snapshot-expiry"
+        return op
+
+    content = '{"enable":true,"config":{"max_snapshot_age_days":7}}'
+    cat.policy("POST", ["db"], "", {"name": "expiry", "type": "system.snapshot-expiry",
+                                    "description": "weekly", "content": content}, expect=200)
+    created = one("x-floe-create-policy", 1)
+    policy_uuid = created["policy-uuid"]
+    assert uuid.UUID(policy_uuid)
+    assert created == {"operation-type": "x-floe-create-policy", "identifier": policy_ident,
+                       "policy-uuid": policy_uuid, "policy-type": "system.snapshot-expiry",
+                       "version": 0, "description": "weekly", "content": content}
+
+    updated_content = '{"enable":false}'
+    cat.policy("PUT", ["db"], "/expiry", {"content": updated_content,
+                                          "current-policy-version": 0}, expect=200)
+    updated = one("x-floe-update-policy", 2)
+    assert updated["version"] == 1 and updated["content"] == updated_content
+    assert "description" not in updated, "an update without one clears it"
+    # The same again changes nothing: the version stays, and there is no event.
+    same = cat.policy("PUT", ["db"], "/expiry", {"content": updated_content,
+                                                 "current-policy-version": 1}, expect=200)
+    assert same.json()["policy"]["version"] == 1
+    assert cur.take() == []
+
+    # Refused changes have no events: a stale version, a target that does not exist.
+    assert_error(cat.policy("PUT", ["db"], "/expiry", {"content": updated_content,
+                                                       "current-policy-version": 0}), 409)
+    table_target = {"type": "table-like", "path": ["db", "t"]}
+    cat.policy("PUT", ["db"], "/expiry/mappings",
+               {"target": table_target, "parameters": {"window": "1d"}}, expect=204)
+    attached = one("x-floe-attach-policy", 3)
+    assert attached["target"] == {**table_target, "table-uuid": table_uuid}
+    assert attached["parameters"] == {"window": "1d"} and attached["version"] == 1
+    assert_error(cat.policy("PUT", ["db"], "/expiry/mappings",
+                            {"target": {"type": "table-like", "path": ["db", "nope"]},
+                             "parameters": {}}), 404)
+    cat.policy("PUT", ["db"], "/expiry/mappings", {"target": {"type": "catalog"}}, expect=204)
+    assert one("x-floe-attach-policy", 4)["target"] == {"type": "catalog"}
+    assert cur.take() == []
+
+    # The table's history by name and by uuid includes what was attached to it; the
+    # policy's history is found by its name, its uuid or its object type.
+    by_table = [e["operation"]["operation-type"]
+                for e in cat.log(None, **{"catalog-objects-by-name": [["db", "t"]]})[0]]
+    assert by_table == ["create-table", "x-floe-attach-policy"], by_table
+    by_table_uuid = [e["operation"]["operation-type"]
+                     for e in cat.log(None, **{"catalog-objects-by-uuid": [table_uuid]})[0]]
+    assert by_table_uuid == ["create-table", "x-floe-attach-policy"], by_table_uuid
+    policy_ops = ["x-floe-create-policy", "x-floe-update-policy", "x-floe-attach-policy",
+                  "x-floe-attach-policy"]
+    for filters in ({"catalog-objects-by-name": [["db", "expiry"]]},
+                    {"catalog-objects-by-uuid": [policy_uuid]},
+                    {"object-types": ["policy"]}):
+        got = [e["operation"]["operation-type"] for e in cat.log(None, **filters)[0]]
+        assert got == policy_ops, (filters, got)
+    assert_error(cat.query({"catalog-objects-by-name": [["db", "nothing"]]}), 404)
+
+    cat.policy("POST", ["db"], "/expiry/mappings", {"target": table_target}, expect=204)
+    detached = one("x-floe-detach-policy", 5)
+    assert detached["target"] == {**table_target, "table-uuid": table_uuid}
+    assert "parameters" not in detached
+    cat.policy("DELETE", ["db"], "/expiry?detach-all=true", expect=204)
+    assert one("x-floe-drop-policy", 6)["detach-all"] is True
+    # Made again under its name, it is a new policy: a new uuid, a new sequence.
+    cat.policy("POST", ["db"], "", {"name": "expiry", "type": "system.snapshot-expiry",
+                                    "content": content}, expect=200)
+    again = one("x-floe-create-policy", 1)
+    assert again["policy-uuid"] != policy_uuid and "description" not in again
+    check_log(cat.everything(), contiguous=True)
+
+
 def test_register_overwrite_records_the_replaced_table(server, api):
     cat = new_catalog(api, server)
     cat.create_namespace(["r"], expect=200)
@@ -1192,6 +1291,11 @@ class Workload:
         grant(self.api, "default", unique("role"), "TABLE_READ_DATA")
         d.rename_table(([self.ns], "t2"), ([self.ns], "t2b"), expect=204)
         d.create_view([self.ns], "v", expect=200)
+        d.policy("POST", [self.ns], "", {"name": "expiry", "type": "system.snapshot-expiry",
+                                         "content": '{"enable":true}'}, expect=200)
+        d.policy("PUT", [self.ns], "/expiry/mappings",
+                 {"target": {"type": "table-like", "path": [self.ns, "t1"]},
+                  "parameters": {"k": "v"}}, expect=204)
         d.drop_table([self.ns], "t2b", expect=204)
         extra = new_catalog(self.api, self.server, "relaycat")
         extra.create_namespace(["x"], expect=200)
@@ -1244,6 +1348,8 @@ class Workload:
             return "object:" + data["table-uuid"]
         if "view-uuid" in data:
             return "object:" + data["view-uuid"]
+        if "policy-uuid" in data:
+            return "object:" + data["policy-uuid"]
         if data["operation-type"] == "x-floe-update-security":
             return "security"
         if "namespace" in data:
@@ -1394,7 +1500,8 @@ def test_nats_relay(module_server_factory, nats_broker):
             op = ce["data"]["operation-type"]
             if kind is None:
                 kind = ("table" if op.endswith("-table") else "view" if op.endswith("-view")
-                        else "catalog" if op.endswith("-catalog") else "namespace")
+                        else "catalog" if op.endswith("-catalog")
+                        else "policy" if op.endswith("-policy") else "namespace")
             assert subject == f"floe.events.{kind}.{op}", (subject, ce)
             assert headers.get("Nats-Msg-Id") == ce["id"], headers
             # Every relayed event is what docs/events.schema.json documents.
@@ -1463,7 +1570,7 @@ def kafka_key_matches(key: str, ce: dict, default_id: str) -> bool:
     namespace's or catalog's key (with the catalog's id: only the default catalog's is
     known here, any id for the other), or `security`."""
     data = ce["data"]
-    if "table-uuid" in data or "view-uuid" in data or "action" in data:
+    if "table-uuid" in data or "view-uuid" in data or "policy-uuid" in data or "action" in data:
         return key == Workload.entity(ce)
     catalog_id = default_id if data["catalog"] == "default" else r"\d+"
     if "namespace" in data:

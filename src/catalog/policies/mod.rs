@@ -17,6 +17,7 @@
 //! and the target's read privilege for what applies to it.
 
 mod content;
+mod events;
 mod rules;
 
 pub use content::PolicyType;
@@ -31,6 +32,7 @@ use super::error::{object_missing, CatalogError, CatalogResult, PolicyRefusal};
 use super::objects::identity;
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
+use crate::events::{Draft, Operation};
 use crate::model::{now_ms, CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::{Mutation, PolicyWrite, StoreError};
 
@@ -268,8 +270,9 @@ impl Catalog {
         Ok(live)
     }
 
-    /// Swaps the catalog's policy document, the request's idempotency record carrying
-    /// `outcome`. `false`: another change won the race; read again and retry.
+    /// Swaps the catalog's policy document, with the change's event and the request's
+    /// idempotency record carrying `outcome`. `false`: another change won the race; read
+    /// again and retry.
     async fn swap_policies(
         &self,
         ctx: &RequestContext,
@@ -277,7 +280,9 @@ impl Catalog {
         expected_version: i64,
         state: &PolicyState,
         outcome: &Outcome,
+        event: Draft,
     ) -> CatalogResult<bool> {
+        let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
         self.swap_policies_with(
             ctx,
             record,
@@ -285,7 +290,7 @@ impl Catalog {
             state,
             outcome,
             Mutation::None,
-            Vec::new(),
+            events,
         )
         .await
     }
@@ -374,6 +379,7 @@ impl Catalog {
             updated_ms: now,
         };
         let body = load_response(&policy);
+        let event = events::written(Operation::CreatePolicy, &policy);
         for attempt in 0..MAX_ATTEMPTS {
             after_lost_race(attempt).await;
             // The document's version first: a namespace dropped after the check below
@@ -388,7 +394,7 @@ impl Catalog {
             state.create(policy.clone())?;
             let outcome = json_outcome(&body);
             if self
-                .swap_policies(ctx, &record, version, &state, &outcome)
+                .swap_policies(ctx, &record, version, &state, &outcome, event.clone())
                 .await?
             {
                 return Ok(body);
@@ -454,8 +460,14 @@ impl Catalog {
                 .clone();
             let body = load_response(&updated);
             let outcome = json_outcome(&body);
+            if updated.version == expected {
+                // Nothing changed: no new version, no event, nothing to swap.
+                self.record_outcome(ctx, &outcome).await?;
+                return Ok(body);
+            }
+            let event = events::written(Operation::UpdatePolicy, &updated);
             if self
-                .swap_policies(ctx, &record, version, &state, &outcome)
+                .swap_policies(ctx, &record, version, &state, &outcome, event)
                 .await?
             {
                 return Ok(body);
@@ -481,7 +493,8 @@ impl Catalog {
         for attempt in 0..MAX_ATTEMPTS {
             after_lost_race(attempt).await;
             let (version, mut state) = self.policy_state(&record).await?;
-            let id = state.get(namespace, name)?.id.clone();
+            let policy = state.get(namespace, name)?;
+            let (id, event) = (policy.id.clone(), events::dropped(policy, detach_all));
             let live = self
                 .live_tables(
                     catalog,
@@ -491,7 +504,7 @@ impl Catalog {
             state.drop_policy(namespace, name, detach_all, counting(&live))?;
             let outcome = Outcome::NoContent;
             if self
-                .swap_policies(ctx, &record, version, &state, &outcome)
+                .swap_policies(ctx, &record, version, &state, &outcome, event)
                 .await?
             {
                 return Ok(());
@@ -582,7 +595,7 @@ impl Catalog {
             // resolved moves the version, and the swap loses.
             let (version, mut state) = self.policy_state(&record).await?;
             let target = self.resolve_target(ctx, catalog, target, attach).await?;
-            state.get(namespace, name)?;
+            let event = events::mapped(state.get(namespace, name)?, &target, parameters.as_ref());
             // Only this target's table can be named by the attachments that matter here.
             let live = match &target {
                 Target::Table {
@@ -610,7 +623,7 @@ impl Catalog {
             }
             let outcome = Outcome::NoContent;
             if self
-                .swap_policies(ctx, &record, version, &state, &outcome)
+                .swap_policies(ctx, &record, version, &state, &outcome, event)
                 .await?
             {
                 return Ok(());
