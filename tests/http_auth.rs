@@ -605,13 +605,32 @@ async fn policies_take_polariss_privileges() {
         .put(&format!("{policies}/p1/mappings"), &on_catalog)
         .await
         .error(403, "ForbiddenException");
+    // POLICY_ATTACH is granted on a policy only, as the management API's enums say: on
+    // a namespace it is a 400 that changes nothing, as is a privilege of another type.
+    let author_grants = format!("{MGMT}/catalogs/default/catalog-roles/author_role/grants");
+    let before = root.get(&author_grants).await.ok(200).json();
+    for misfit in [
+        on_namespace("POLICY_ATTACH"),
+        json!({"type": "catalog", "privilege": "TABLE_ATTACH_POLICY"}),
+        json!({"type": "table", "namespace": ["db"], "tableName": "t", "privilege": "TABLE_CREATE"}),
+        json!({"type": "view", "namespace": ["db"], "viewName": "v", "privilege": "TABLE_READ_DATA"}),
+        json!({"type": "policy", "namespace": ["db"], "policyName": "p1", "privilege": "POLICY_CREATE"}),
+    ] {
+        let refused = root
+            .put(&author_grants, &json!({ "grant": misfit }))
+            .await
+            .error(400, "BadRequestException");
+        assert!(refused.contains("cannot be granted on a"), "{refused}");
+    }
+    assert_eq!(root.get(&author_grants).await.ok(200).json(), before);
     // Attaching needs POLICY_ATTACH on the policy and the target's ATTACH_POLICY.
     let (id, secret) = principal_with(
         &root,
         "attacher",
         "default",
         &[
-            on_namespace("POLICY_ATTACH"),
+            json!({"type": "policy", "namespace": ["db"], "policyName": "p1",
+                "privilege": "POLICY_ATTACH"}),
             on_namespace("NAMESPACE_ATTACH_POLICY"),
         ],
     )

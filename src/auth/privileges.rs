@@ -360,6 +360,91 @@ impl Securable {
         }
     }
 
+    /// Whether `privilege` may be granted on `self`: the privilege enum the management
+    /// API's grant of that type takes (`CatalogPrivilege`, `TablePrivilege`…), as
+    /// Polaris refuses anything else. `POLICY_ATTACH` and `POLICY_DETACH` are granted on
+    /// a policy only; a target's `…_ATTACH_POLICY` on that target (or above it).
+    pub fn grantable(&self, privilege: Privilege) -> bool {
+        use Privilege::*;
+        match self {
+            Securable::Catalog => !matches!(
+                privilege,
+                POLICY_ATTACH
+                    | POLICY_DETACH
+                    | NAMESPACE_ATTACH_POLICY
+                    | NAMESPACE_DETACH_POLICY
+                    | TABLE_ATTACH_POLICY
+                    | TABLE_DETACH_POLICY
+            ),
+            Securable::Namespace { .. } => !matches!(
+                privilege,
+                CATALOG_READ_PROPERTIES
+                    | CATALOG_WRITE_PROPERTIES
+                    | CATALOG_ATTACH_POLICY
+                    | CATALOG_DETACH_POLICY
+                    | POLICY_ATTACH
+                    | POLICY_DETACH
+                    | TABLE_ATTACH_POLICY
+                    | TABLE_DETACH_POLICY
+            ),
+            Securable::Table { .. } => matches!(
+                privilege,
+                CATALOG_MANAGE_ACCESS
+                    | TABLE_DROP
+                    | TABLE_LIST
+                    | TABLE_READ_PROPERTIES
+                    | TABLE_WRITE_PROPERTIES
+                    | TABLE_READ_DATA
+                    | TABLE_WRITE_DATA
+                    | TABLE_FULL_METADATA
+                    | TABLE_ATTACH_POLICY
+                    | TABLE_DETACH_POLICY
+            ),
+            Securable::View { .. } => matches!(
+                privilege,
+                CATALOG_MANAGE_ACCESS
+                    | VIEW_DROP
+                    | VIEW_LIST
+                    | VIEW_READ_PROPERTIES
+                    | VIEW_WRITE_PROPERTIES
+                    | VIEW_FULL_METADATA
+            ),
+            Securable::Policy { .. } => matches!(
+                privilege,
+                CATALOG_MANAGE_ACCESS
+                    | POLICY_READ
+                    | POLICY_DROP
+                    | POLICY_WRITE
+                    | POLICY_LIST
+                    | POLICY_FULL_METADATA
+                    | POLICY_ATTACH
+                    | POLICY_DETACH
+            ),
+        }
+    }
+
+    /// The grant type that names it in the management API.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Securable::Catalog => "catalog",
+            Securable::Namespace { .. } => "namespace",
+            Securable::Table { .. } => "table",
+            Securable::View { .. } => "view",
+            Securable::Policy { .. } => "policy",
+        }
+    }
+
+    /// The management API's enum of what may be granted on it.
+    pub fn privilege_enum(&self) -> &'static str {
+        match self {
+            Securable::Catalog => "CatalogPrivilege",
+            Securable::Namespace { .. } => "NamespacePrivilege",
+            Securable::Table { .. } => "TablePrivilege",
+            Securable::View { .. } => "ViewPrivilege",
+            Securable::Policy { .. } => "PolicyPrivilege",
+        }
+    }
+
     /// Whether a grant on `self` covers `target`: the same securable, or one under it.
     pub fn covers(&self, target: &Securable) -> bool {
         match (self, target) {
@@ -438,6 +523,55 @@ mod tests {
         for p in Privilege::ALL {
             let expected = !matches!(p, P::CATALOG_MANAGE_ACCESS);
             assert_eq!(allows(&content, *p, &table(&["x"], "y")), expected, "{p:?}");
+        }
+    }
+
+    /// Each grant type takes exactly the privileges of its enum in the management API's
+    /// document that Floe knows (Polaris's fine-grained table privileges it does not).
+    #[test]
+    fn grantable_privileges_are_the_management_apis_enums() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/openapi/polaris-management.json"))
+                .unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let securables = [
+            ("CatalogPrivilege", Securable::Catalog),
+            (
+                "NamespacePrivilege",
+                Securable::Namespace {
+                    namespace: ns(&["a"]),
+                },
+            ),
+            ("TablePrivilege", table(&["a"], "t")),
+            (
+                "ViewPrivilege",
+                Securable::View {
+                    namespace: ns(&["a"]),
+                    name: "v".into(),
+                },
+            ),
+            (
+                "PolicyPrivilege",
+                Securable::Policy {
+                    namespace: ns(&["a"]),
+                    name: "p".into(),
+                },
+            ),
+        ];
+        for (schema, securable) in securables {
+            let mut listed: Vec<Privilege> = schemas[schema]["enum"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| Privilege::parse(p.as_str().unwrap()))
+                .collect();
+            listed.sort();
+            let grantable: Vec<Privilege> = Privilege::ALL
+                .iter()
+                .copied()
+                .filter(|p| securable.grantable(*p))
+                .collect();
+            assert_eq!(grantable, listed, "{schema}");
         }
     }
 

@@ -509,6 +509,14 @@ impl Catalog {
             &Securable::Catalog,
         )?;
         if add {
+            if !grant.securable.grantable(grant.privilege) {
+                return Err(CatalogError::bad_request(format!(
+                    "Privilege {} cannot be granted on a {} (one of the management API's {} values)",
+                    grant.privilege.as_str(),
+                    grant.securable.kind(),
+                    grant.securable.privilege_enum(),
+                )));
+            }
             self.check_securable(catalog, &grant.securable).await?;
         }
         let outcome = if add {
