@@ -5,6 +5,7 @@
 import { catalogRoot, enc, get, listAll, nsName, nsPath, nsFromPath } from "./api.js";
 import { h, notice, pairs, section, show, table } from "./dom.js";
 import { genericRoot } from "./generic.js";
+import { policiesSection } from "./policies.js";
 
 export async function catalogsPage() {
   const { catalogs } = await get("/api/management/v1/catalogs");
@@ -81,12 +82,13 @@ export async function namespacePage(catalog, segment) {
   const root = await catalogRoot(catalog);
   const ns = nsPath(levels);
   const generic = await genericRoot(catalog);
-  const [info, tables, views, generics, children] = await Promise.all([
+  const [info, tables, views, generics, children, policies] = await Promise.all([
     get(`${root}/namespaces/${ns}`),
     listOrError(`${root}/namespaces/${ns}/tables`, "identifiers"),
     listOrError(`${root}/namespaces/${ns}/views`, "identifiers"),
     listOrError(`${generic}/namespaces/${ns}/generic-tables`, "identifiers"),
     listOrError(`${root}/namespaces?parent=${ns}`, "namespaces"),
+    policiesSection(catalog, levels),
   ]);
   const kinds = {
     t: ["table", "No tables."],
@@ -110,6 +112,7 @@ export async function namespacePage(catalog, segment) {
       section("Child namespaces", children instanceof Error
         ? notice("error", children.message)
         : table(["Name"], children.map((l) => [h("a", { href: `#/c/${enc(catalog)}/ns/${nsPath(l)}` }, l[l.length - 1])]), { empty: "None." }))),
+    policies,
     section("Properties", pairs(Object.entries(info.properties || {}))),
   );
 }

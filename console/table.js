@@ -1,16 +1,20 @@
 // A table: what loadTable returns, laid out for people. Its schema with nested types,
 // partition spec, sort order, properties, snapshots (a timeline chart and a table of
-// their summaries), refs, and the metadata log.
+// their summaries), refs, the metadata log, and the policies that apply to it.
 
 import { catalogRoot, enc, get, nsFromPath, nsName, nsPath } from "./api.js";
 import { fmtBytes, fmtNum, fmtTime, h, pairs, section, show, table } from "./dom.js";
 import { crumbs } from "./browse.js";
 import { snapshotChart } from "./chart.js";
+import { policiesSection } from "./policies.js";
 
 export async function tablePage(catalog, segment, name) {
   const levels = nsFromPath(segment);
   const root = await catalogRoot(catalog);
-  const loaded = await get(`${root}/namespaces/${nsPath(levels)}/tables/${enc(name)}?snapshots=all`);
+  const [loaded, policies] = await Promise.all([
+    get(`${root}/namespaces/${nsPath(levels)}/tables/${enc(name)}?snapshots=all`),
+    policiesSection(catalog, levels, name),
+  ]);
   const m = loaded.metadata;
   const schema = (m.schemas || []).find((s) => s["schema-id"] === m["current-schema-id"]) || m.schema || { fields: [] };
   const current = (m.snapshots || []).find((s) => s["snapshot-id"] === m["current-snapshot-id"]);
@@ -40,6 +44,7 @@ export async function tablePage(catalog, segment, name) {
     section("Metadata log", table(["When", "Metadata file"],
       [...(m["metadata-log"] || [])].reverse().map((e) => [fmtTime(e["timestamp-ms"]), h("code", {}, e["metadata-file"])]),
       { "data-testid": "metadata-log", empty: "No earlier metadata files." })),
+    policies,
     section("Properties", pairs(Object.entries(m.properties || {}).sort())),
   );
 }

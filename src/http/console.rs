@@ -105,6 +105,7 @@ const CONSOLE: &[Asset] = &[
     asset!("console", "chart.js", JS),
     asset!("console", "view.js", JS),
     asset!("console", "generic.js", JS),
+    asset!("console", "policies.js", JS),
     asset!("console", "security.js", JS),
     asset!("console", "dropped.js", JS),
     asset!("console", "docs.js", JS),

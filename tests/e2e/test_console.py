@@ -120,6 +120,19 @@ def lake(floe):
                "properties": {"delta.minReaderVersion": "3"}}
     r = api.call("POST", "/api/catalog/polaris/v1/default/namespaces/lake%1Fsales/generic-tables", generic)
     assert r.status_code == 200, r.text
+    # Policies: snapshot expiry on all of `lake`, compaction on the orders table.
+    polaris = "/api/catalog/polaris/v1/default/namespaces"
+    for ns, body, target in [
+        ("lake", {"name": "expiry", "type": "system.snapshot-expiry",
+                  "content": '{"enable":true,"config":{"max_snapshot_age_days":7}}'},
+         {"type": "namespace", "path": ["lake"]}),
+        ("lake%1Fsales", {"name": "compact", "type": "system.data-compaction", "content": '{"enable":true}'},
+         {"type": "table-like", "path": NS + ["orders"]}),
+    ]:
+        r = api.call("POST", f"{polaris}/{ns}/policies", body)
+        assert r.status_code == 200, r.text
+        r = api.call("PUT", f"{polaris}/{ns}/policies/{body['name']}/mappings", {"target": target})
+        assert r.status_code == 204, r.text
     return {"api": api, "table": loaded, "generic": generic}
 
 
@@ -262,6 +275,30 @@ def test_generic_tables_are_listed_and_shown(page, floe, lake):
     page.goto(floe.url + "/ui/#/c/default/ns/lake")
     page.wait_for_selector("h2:has-text('Views')")
     assert page.locator("h2:has-text('Generic tables')").count() == 0
+
+
+def test_policies_show_where_they_apply(page, floe, lake):
+    sign_in(page, floe.url)
+    page.goto(floe.url + "/ui/#/c/default/ns/lake%1Fsales")
+    rows = page.locator("[data-testid=policies] tbody tr")
+    rows.first.wait_for()
+    assert [" ".join(r.split()[:4]) for r in rows.all_inner_texts()] == [
+        "lake.expiry system.snapshot-expiry inherited 0"]
+    assert "max_snapshot_age_days" in rows.first.inner_text()
+    page.locator("[data-testid=table]", has_text="orders").click()
+    page.wait_for_selector("[data-testid=snapshot-chart]")
+    rows = page.locator("[data-testid=policies] tbody tr")
+    got = {r.get_attribute("data-policy"): r.locator("td").all_inner_texts()[1:3] for r in rows.all()}
+    assert got == {"lake.expiry": ["system.snapshot-expiry", "inherited"],
+                   "lake.sales.compact": ["system.data-compaction", "attached here"]}, got
+    # A namespace under `lake` inherits its policy; on `lake` itself it is attached.
+    page.goto(floe.url + "/ui/#/c/default/ns/lake%1Fstaging")
+    page.wait_for_selector("h2:has-text('Views')")
+    assert page.locator("[data-testid=policies] tr[data-policy='lake.expiry']").count() == 1
+    page.goto(floe.url + "/ui/#/c/default/ns/lake")
+    page.wait_for_selector("h2:has-text('Views')")
+    assert page.locator("[data-testid=policies] tbody tr td").all_inner_texts()[:3] == [
+        "lake.expiry", "system.snapshot-expiry", "attached here"]
 
 
 def test_undrop_from_the_console(page, floe, lake):
