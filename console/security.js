@@ -94,21 +94,22 @@ function on(g) {
 
 /** A grant form whose privilege list follows the chosen securable's type. */
 function grantForm(catalog, role, privileges) {
-  const type = h("select", { name: "type" }, ["catalog", "namespace", "table", "view"].map((t) => h("option", { value: t }, t)));
+  const type = h("select", { name: "type" }, ["catalog", "namespace", "table", "view", "policy"].map((t) => h("option", { value: t }, t)));
   const privilege = h("select", { name: "privilege" });
   const fill = () => privilege.replaceChildren(...(privileges[type.value] || []).map((p) => h("option", { value: p }, p)));
   type.addEventListener("change", fill);
   fill();
   return form([
     h("label", {}, "On", type),
-    { name: "namespace", label: "Namespace (a.b)", placeholder: "for namespace, table, view" },
-    { name: "name", label: "Table or view", placeholder: "for table, view" },
+    { name: "namespace", label: "Namespace (a.b)", placeholder: "for namespace, table, view, policy" },
+    { name: "name", label: "Table, view or policy", placeholder: "for table, view, policy" },
     h("label", {}, "Privilege", privilege),
   ], "Grant", (v) => {
     const grant = { type: v.type, privilege: v.privilege };
     if (v.type !== "catalog") grant.namespace = v.namespace ? v.namespace.split(".") : [];
     if (v.type === "table") grant.tableName = v.name;
     if (v.type === "view") grant.viewName = v.name;
+    if (v.type === "policy") grant.policyName = v.name;
     return act("PUT", `${M}/catalogs/${enc(catalog)}/catalog-roles/${enc(role)}/grants`, { grant });
   }, { class: "inline grant-form", "data-role": role });
 }
@@ -117,7 +118,13 @@ function grantForm(catalog, role, privileges) {
 async function privilegeEnums() {
   const doc = await get("/openapi/polaris-management.json");
   const s = doc.components.schemas;
-  return { catalog: s.CatalogPrivilege.enum, namespace: s.NamespacePrivilege.enum, table: s.TablePrivilege.enum, view: s.ViewPrivilege.enum };
+  return {
+    catalog: s.CatalogPrivilege.enum,
+    namespace: s.NamespacePrivilege.enum,
+    table: s.TablePrivilege.enum,
+    view: s.ViewPrivilege.enum,
+    policy: s.PolicyPrivilege.enum,
+  };
 }
 
 /** Does it, then shows the page again (or the error in place of nothing). */

@@ -361,6 +361,21 @@ def test_grants_are_managed_from_the_console(page, floe, lake):
     grant_form.locator("button[type=submit]").click()
     grant_form.locator(".notice.error").wait_for()
     assert api.call("GET", f"{MGMT}/catalogs/default/catalog-roles/auditors/grants").json()["grants"] == listed
+    # A policy's privileges, on a policy (the fixture's lake.expiry).
+    grant_form = page.locator("form.grant-form[data-role=auditors]")
+    grant_form.locator("select[name=type]").select_option("policy")
+    assert "POLICY_ATTACH" in grant_form.locator("select[name=privilege]").inner_text()
+    grant_form.locator("input[name=namespace]").fill("lake")
+    grant_form.locator("input[name=name]").fill("expiry")
+    grant_form.locator("select[name=privilege]").select_option("POLICY_READ")
+    grant_form.locator("button[type=submit]").click()
+    page.locator("[data-testid=grants-auditors] tbody tr", has_text="policy lake.expiry").wait_for()
+    on_policy = {"type": "policy", "namespace": ["lake"], "policyName": "expiry", "privilege": "POLICY_READ"}
+    got = api.call("GET", f"{MGMT}/catalogs/default/catalog-roles/auditors/grants").json()["grants"]
+    assert sorted(got, key=str) == sorted(listed + [on_policy], key=str)
+    page.locator("[data-testid=grants-auditors] tbody tr", has_text="policy lake.expiry").locator(
+        "button", has_text="Revoke").click()
+    page.locator("[data-testid=grants-auditors] tbody tr", has_text="policy lake.expiry").wait_for(state="detached")
     page.locator("[data-testid=grants-auditors] button", has_text="Revoke").click()
     page.locator("[data-testid=grants-auditors]", has_text="No grants.").wait_for()
     assert api.call("GET", f"{MGMT}/catalogs/default/catalog-roles/auditors/grants").json()["grants"] == []
