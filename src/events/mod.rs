@@ -175,15 +175,27 @@ impl Draft {
         self
     }
 
-    /// A table or view event keyed by its uuid.
+    /// A table, view or generic table event keyed by its uuid.
     pub fn object(operation: Operation, ident: &Ident, uuid: &str) -> Self {
+        Draft::named(operation, ident.namespace.levels(), &ident.name, uuid)
+    }
+
+    /// As [`Self::object`], for an object named by its namespace's levels and its name
+    /// (a stored policy, which keeps its namespace as levels).
+    pub fn named(operation: Operation, namespace: &[String], name: &str, uuid: &str) -> Self {
         let uuid_key = match operation.object_type() {
             "view" => "view-uuid",
             "generic-table" => "generic-table-uuid",
+            "policy" => "policy-uuid",
             _ => "table-uuid",
         };
-        Draft::new(operation, format!("object:{uuid}"), subject_of(ident))
-            .with("identifier", identifier_json(ident))
+        let mut subject = namespace.to_vec();
+        subject.push(name.to_string());
+        Draft::new(operation, format!("object:{uuid}"), subject.join("."))
+            .with(
+                "identifier",
+                json!({ "namespace": namespace, "name": name }),
+            )
             .with(uuid_key, uuid)
     }
 
@@ -357,12 +369,6 @@ impl StoredEvent {
 /// `{"namespace": [...], "name": "..."}`, the REST spec's TableIdentifier.
 pub fn identifier_json(ident: &Ident) -> Value {
     json!({ "namespace": ident.namespace.levels(), "name": ident.name })
-}
-
-fn subject_of(ident: &Ident) -> String {
-    let mut parts = ident.namespace.levels().to_vec();
-    parts.push(ident.name.clone());
-    parts.join(".")
 }
 
 #[cfg(test)]

@@ -47,20 +47,9 @@ pub(super) fn mapped(
 /// What every policy event carries: the policy's identifier as a table's is written,
 /// and its uuid (the per-entity sequence's key).
 fn about(operation: Operation, policy: &StoredPolicy) -> Draft {
-    let mut subject = policy.namespace.clone();
-    subject.push(policy.name.clone());
-    Draft::new(
-        operation,
-        format!("object:{}", policy.id),
-        subject.join("."),
-    )
-    .with(
-        "identifier",
-        json!({ "namespace": policy.namespace, "name": policy.name }),
-    )
-    .with("policy-uuid", policy.id.clone())
-    .with("policy-type", policy.policy_type.clone())
-    .with("version", policy.version)
+    Draft::named(operation, &policy.namespace, &policy.name, &policy.id)
+        .with("policy-type", policy.policy_type.clone())
+        .with("version", policy.version)
 }
 
 /// The target as Polaris's requests name it, with the table's uuid for a table.
