@@ -73,11 +73,71 @@ privileges!(
     NAMESPACE_DETACH_POLICY,
     TABLE_ATTACH_POLICY,
     TABLE_DETACH_POLICY,
+    // Polaris's fine-grained table privileges: one per kind of update a commit makes.
+    TABLE_ASSIGN_UUID,
+    TABLE_UPGRADE_FORMAT_VERSION,
+    TABLE_ADD_SCHEMA,
+    TABLE_SET_CURRENT_SCHEMA,
+    TABLE_ADD_PARTITION_SPEC,
+    TABLE_ADD_SORT_ORDER,
+    TABLE_SET_DEFAULT_SORT_ORDER,
+    TABLE_ADD_SNAPSHOT,
+    TABLE_SET_SNAPSHOT_REF,
+    TABLE_REMOVE_SNAPSHOTS,
+    TABLE_REMOVE_SNAPSHOT_REF,
+    TABLE_SET_LOCATION,
+    TABLE_SET_PROPERTIES,
+    TABLE_REMOVE_PROPERTIES,
+    TABLE_SET_STATISTICS,
+    TABLE_REMOVE_STATISTICS,
+    TABLE_REMOVE_PARTITION_SPECS,
+    TABLE_MANAGE_STRUCTURE,
 );
 
 use Privilege as P;
 
+/// The privileges that satisfy a fine-grained table privilege: the given ones, then those
+/// that allow every update of a commit.
+macro_rules! table_update {
+    ($($own:expr),+) => {
+        &[
+            $($own,)+
+            P::TABLE_WRITE_PROPERTIES,
+            P::TABLE_WRITE_DATA,
+            P::TABLE_FULL_METADATA,
+            P::CATALOG_MANAGE_METADATA,
+            P::CATALOG_MANAGE_CONTENT,
+        ]
+    };
+}
+
 impl Privilege {
+    /// Whether it is one of Polaris's fine-grained table privileges, each of which allows
+    /// one kind of update in a commit (`catalog::commit::update_privileges`).
+    pub fn is_table_update(self) -> bool {
+        matches!(
+            self,
+            P::TABLE_ASSIGN_UUID
+                | P::TABLE_UPGRADE_FORMAT_VERSION
+                | P::TABLE_ADD_SCHEMA
+                | P::TABLE_SET_CURRENT_SCHEMA
+                | P::TABLE_ADD_PARTITION_SPEC
+                | P::TABLE_ADD_SORT_ORDER
+                | P::TABLE_SET_DEFAULT_SORT_ORDER
+                | P::TABLE_ADD_SNAPSHOT
+                | P::TABLE_SET_SNAPSHOT_REF
+                | P::TABLE_REMOVE_SNAPSHOTS
+                | P::TABLE_REMOVE_SNAPSHOT_REF
+                | P::TABLE_SET_LOCATION
+                | P::TABLE_SET_PROPERTIES
+                | P::TABLE_REMOVE_PROPERTIES
+                | P::TABLE_SET_STATISTICS
+                | P::TABLE_REMOVE_STATISTICS
+                | P::TABLE_REMOVE_PARTITION_SPECS
+                | P::TABLE_MANAGE_STRUCTURE
+        )
+    }
+
     /// The privileges that satisfy `self` when granted (itself included).
     pub fn satisfied_by(self) -> &'static [Privilege] {
         match self {
@@ -305,6 +365,55 @@ impl Privilege {
                 P::CATALOG_MANAGE_METADATA,
                 P::CATALOG_MANAGE_CONTENT,
             ],
+            // A fine-grained table privilege is satisfied by itself and by whatever lets a
+            // commit make every update (TABLE_WRITE_PROPERTIES and what implies it); a
+            // structural one by TABLE_MANAGE_STRUCTURE too. Adding a snapshot and moving a
+            // ref are writing data, not structure: TABLE_MANAGE_STRUCTURE does not imply
+            // them (it does imply removing them), as in Polaris.
+            P::TABLE_ADD_SNAPSHOT => table_update!(P::TABLE_ADD_SNAPSHOT),
+            P::TABLE_SET_SNAPSHOT_REF => table_update!(P::TABLE_SET_SNAPSHOT_REF),
+            P::TABLE_MANAGE_STRUCTURE => table_update!(P::TABLE_MANAGE_STRUCTURE),
+            P::TABLE_ASSIGN_UUID => table_update!(P::TABLE_ASSIGN_UUID, P::TABLE_MANAGE_STRUCTURE),
+            P::TABLE_UPGRADE_FORMAT_VERSION => {
+                table_update!(P::TABLE_UPGRADE_FORMAT_VERSION, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_ADD_SCHEMA => table_update!(P::TABLE_ADD_SCHEMA, P::TABLE_MANAGE_STRUCTURE),
+            P::TABLE_SET_CURRENT_SCHEMA => {
+                table_update!(P::TABLE_SET_CURRENT_SCHEMA, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_ADD_PARTITION_SPEC => {
+                table_update!(P::TABLE_ADD_PARTITION_SPEC, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_ADD_SORT_ORDER => {
+                table_update!(P::TABLE_ADD_SORT_ORDER, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_SET_DEFAULT_SORT_ORDER => {
+                table_update!(P::TABLE_SET_DEFAULT_SORT_ORDER, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_REMOVE_SNAPSHOTS => {
+                table_update!(P::TABLE_REMOVE_SNAPSHOTS, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_REMOVE_SNAPSHOT_REF => {
+                table_update!(P::TABLE_REMOVE_SNAPSHOT_REF, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_SET_LOCATION => {
+                table_update!(P::TABLE_SET_LOCATION, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_SET_PROPERTIES => {
+                table_update!(P::TABLE_SET_PROPERTIES, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_REMOVE_PROPERTIES => {
+                table_update!(P::TABLE_REMOVE_PROPERTIES, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_SET_STATISTICS => {
+                table_update!(P::TABLE_SET_STATISTICS, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_REMOVE_STATISTICS => {
+                table_update!(P::TABLE_REMOVE_STATISTICS, P::TABLE_MANAGE_STRUCTURE)
+            }
+            P::TABLE_REMOVE_PARTITION_SPECS => {
+                table_update!(P::TABLE_REMOVE_PARTITION_SPECS, P::TABLE_MANAGE_STRUCTURE)
+            }
         }
     }
 }
@@ -387,19 +496,22 @@ impl Securable {
                     | TABLE_ATTACH_POLICY
                     | TABLE_DETACH_POLICY
             ),
-            Securable::Table { .. } => matches!(
-                privilege,
-                CATALOG_MANAGE_ACCESS
-                    | TABLE_DROP
-                    | TABLE_LIST
-                    | TABLE_READ_PROPERTIES
-                    | TABLE_WRITE_PROPERTIES
-                    | TABLE_READ_DATA
-                    | TABLE_WRITE_DATA
-                    | TABLE_FULL_METADATA
-                    | TABLE_ATTACH_POLICY
-                    | TABLE_DETACH_POLICY
-            ),
+            Securable::Table { .. } => {
+                privilege.is_table_update()
+                    || matches!(
+                        privilege,
+                        CATALOG_MANAGE_ACCESS
+                            | TABLE_DROP
+                            | TABLE_LIST
+                            | TABLE_READ_PROPERTIES
+                            | TABLE_WRITE_PROPERTIES
+                            | TABLE_READ_DATA
+                            | TABLE_WRITE_DATA
+                            | TABLE_FULL_METADATA
+                            | TABLE_ATTACH_POLICY
+                            | TABLE_DETACH_POLICY
+                    )
+            }
             Securable::View { .. } => matches!(
                 privilege,
                 CATALOG_MANAGE_ACCESS
@@ -526,8 +638,60 @@ mod tests {
         }
     }
 
+    /// Polaris's super-privileges of the fine-grained table privileges: the coarse
+    /// writes imply them all; TABLE_MANAGE_STRUCTURE the structural ones, not adding a
+    /// snapshot or moving a ref; none implies another or anything coarse.
+    #[test]
+    fn fine_grained_table_privileges() {
+        let t = table(&["a"], "t");
+        let holding = |privilege| {
+            [Grant {
+                privilege,
+                securable: t.clone(),
+            }]
+        };
+        let updates: Vec<Privilege> = Privilege::ALL
+            .iter()
+            .copied()
+            .filter(|p| p.is_table_update())
+            .collect();
+        assert_eq!(updates.len(), 18);
+        for coarse in [
+            P::TABLE_WRITE_PROPERTIES,
+            P::TABLE_WRITE_DATA,
+            P::TABLE_FULL_METADATA,
+        ] {
+            for p in &updates {
+                assert!(allows(&holding(coarse), *p, &t), "{coarse:?} implies {p:?}");
+            }
+        }
+        let structure = holding(P::TABLE_MANAGE_STRUCTURE);
+        for p in &updates {
+            let expected = !matches!(p, P::TABLE_ADD_SNAPSHOT | P::TABLE_SET_SNAPSHOT_REF);
+            assert_eq!(allows(&structure, *p, &t), expected, "{p:?}");
+        }
+        for held in &updates {
+            for p in Privilege::ALL {
+                let implied = allows(&holding(*held), *p, &t);
+                let expected =
+                    p == held || (*held == P::TABLE_MANAGE_STRUCTURE && structure_implies(*p));
+                assert_eq!(implied, expected, "{held:?} → {p:?}");
+            }
+        }
+        // Not even a read: TABLE_ADD_SNAPSHOT alone does not load the table.
+        assert!(!allows(
+            &holding(P::TABLE_ADD_SNAPSHOT),
+            P::TABLE_READ_PROPERTIES,
+            &t
+        ));
+    }
+
+    fn structure_implies(p: Privilege) -> bool {
+        p.is_table_update() && !matches!(p, P::TABLE_ADD_SNAPSHOT | P::TABLE_SET_SNAPSHOT_REF)
+    }
+
     /// Each grant type takes exactly the privileges of its enum in the management API's
-    /// document that Floe knows (Polaris's fine-grained table privileges it does not).
+    /// document, and every privilege there is one Floe knows.
     #[test]
     fn grantable_privileges_are_the_management_apis_enums() {
         let doc: serde_json::Value =
@@ -563,7 +727,10 @@ mod tests {
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter_map(|p| Privilege::parse(p.as_str().unwrap()))
+                .map(|p| {
+                    let name = p.as_str().unwrap();
+                    Privilege::parse(name).unwrap_or_else(|| panic!("{schema}: {name} unknown"))
+                })
                 .collect();
             listed.sort();
             let grantable: Vec<Privilege> = Privilege::ALL

@@ -18,7 +18,53 @@ use serde::{Deserialize, Serialize, Serializer};
 use uuid::Uuid;
 
 use super::error::{CatalogError, CatalogResult, Missing};
+use crate::auth::privileges::Privilege;
 use crate::json_text::{Fields, MapText};
+
+/// The privileges a commit of `updates` to an existing table needs, in the order of the
+/// updates, each once: Polaris's fine-grained table privileges, one per kind of update
+/// (`IcebergCatalogHandler.getUpdateTableAuthorizableOperations`). An update without
+/// one of its own (set-default-spec, remove-schemas, partition statistics, encryption
+/// keys), or a commit without updates, needs TABLE_WRITE_PROPERTIES, as in Polaris.
+/// TABLE_WRITE_PROPERTIES implies every one of them, so holders of it see no change.
+pub fn update_privileges(updates: &[TableUpdate]) -> Vec<Privilege> {
+    use Privilege as P;
+    let mut needed = Vec::with_capacity(2);
+    for update in updates {
+        let privilege = match update {
+            TableUpdate::AssignUuid { .. } => P::TABLE_ASSIGN_UUID,
+            TableUpdate::UpgradeFormatVersion { .. } => P::TABLE_UPGRADE_FORMAT_VERSION,
+            TableUpdate::AddSchema { .. } => P::TABLE_ADD_SCHEMA,
+            TableUpdate::SetCurrentSchema { .. } => P::TABLE_SET_CURRENT_SCHEMA,
+            TableUpdate::AddSpec { .. } => P::TABLE_ADD_PARTITION_SPEC,
+            TableUpdate::AddSortOrder { .. } => P::TABLE_ADD_SORT_ORDER,
+            TableUpdate::SetDefaultSortOrder { .. } => P::TABLE_SET_DEFAULT_SORT_ORDER,
+            TableUpdate::AddSnapshot { .. } => P::TABLE_ADD_SNAPSHOT,
+            TableUpdate::SetSnapshotRef { .. } => P::TABLE_SET_SNAPSHOT_REF,
+            TableUpdate::RemoveSnapshots { .. } => P::TABLE_REMOVE_SNAPSHOTS,
+            TableUpdate::RemoveSnapshotRef { .. } => P::TABLE_REMOVE_SNAPSHOT_REF,
+            TableUpdate::SetLocation { .. } => P::TABLE_SET_LOCATION,
+            TableUpdate::SetProperties { .. } => P::TABLE_SET_PROPERTIES,
+            TableUpdate::RemoveProperties { .. } => P::TABLE_REMOVE_PROPERTIES,
+            TableUpdate::SetStatistics { .. } => P::TABLE_SET_STATISTICS,
+            TableUpdate::RemoveStatistics { .. } => P::TABLE_REMOVE_STATISTICS,
+            TableUpdate::RemovePartitionSpecs { .. } => P::TABLE_REMOVE_PARTITION_SPECS,
+            TableUpdate::SetDefaultSpec { .. }
+            | TableUpdate::RemoveSchemas { .. }
+            | TableUpdate::SetPartitionStatistics { .. }
+            | TableUpdate::RemovePartitionStatistics { .. }
+            | TableUpdate::AddEncryptionKey { .. }
+            | TableUpdate::RemoveEncryptionKey { .. } => P::TABLE_WRITE_PROPERTIES,
+        };
+        if !needed.contains(&privilege) {
+            needed.push(privilege);
+        }
+    }
+    if needed.is_empty() {
+        needed.push(P::TABLE_WRITE_PROPERTIES);
+    }
+    needed
+}
 
 /// Checks every requirement against the current metadata (`None`: the table does not
 /// exist). The first failure becomes a `CommitFailed` with Java's wording.
@@ -567,6 +613,88 @@ mod tests {
             TableUpdate::AddSchema { schema: schema() },
         ];
         table_metadata_from_updates(updates, || Ok("file:///tmp/t".into())).unwrap()
+    }
+
+    /// Each update as a client sends it, and the privilege Polaris asks for.
+    #[test]
+    fn commits_need_the_privileges_of_their_updates() {
+        use Privilege as P;
+        let parse = |updates: serde_json::Value| -> Vec<TableUpdate> {
+            serde_json::from_value(updates).unwrap()
+        };
+        let append = parse(serde_json::json!([
+            {"action": "add-snapshot", "snapshot": {
+                "snapshot-id": 1, "timestamp-ms": 1, "manifest-list": "file:///m.avro",
+                "summary": {"operation": "append"}, "schema-id": 0}},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1},
+        ]));
+        assert_eq!(
+            update_privileges(&append),
+            [P::TABLE_ADD_SNAPSHOT, P::TABLE_SET_SNAPSHOT_REF]
+        );
+        let evolve = parse(serde_json::json!([
+            {"action": "add-schema", "schema": {"type": "struct", "schema-id": 1, "fields": []}},
+            {"action": "set-current-schema", "schema-id": -1},
+            {"action": "set-properties", "updates": {"a": "b"}},
+            {"action": "set-properties", "updates": {"c": "d"}},
+            {"action": "remove-properties", "removals": ["a"]},
+        ]));
+        assert_eq!(
+            update_privileges(&evolve),
+            [
+                P::TABLE_ADD_SCHEMA,
+                P::TABLE_SET_CURRENT_SCHEMA,
+                P::TABLE_SET_PROPERTIES,
+                P::TABLE_REMOVE_PROPERTIES
+            ],
+            "in order, each once"
+        );
+        let others = parse(serde_json::json!([
+            {"action": "assign-uuid", "uuid": "9c12d441-03fe-4693-9a96-a0705ddf69c1"},
+            {"action": "upgrade-format-version", "format-version": 2},
+            {"action": "add-spec", "spec": {"fields": []}},
+            {"action": "add-sort-order", "sort-order": {"order-id": 1, "fields": []}},
+            {"action": "set-default-sort-order", "sort-order-id": 1},
+            {"action": "remove-snapshots", "snapshot-ids": [1]},
+            {"action": "remove-snapshot-ref", "ref-name": "b"},
+            {"action": "set-location", "location": "file:///x"},
+            {"action": "set-statistics", "snapshot-id": 1, "statistics": {
+                "snapshot-id": 1, "statistics-path": "file:///s", "file-size-in-bytes": 1,
+                "file-footer-size-in-bytes": 1, "blob-metadata": []}},
+            {"action": "remove-statistics", "snapshot-id": 1},
+            {"action": "remove-partition-specs", "spec-ids": [1]},
+        ]));
+        assert_eq!(
+            update_privileges(&others),
+            [
+                P::TABLE_ASSIGN_UUID,
+                P::TABLE_UPGRADE_FORMAT_VERSION,
+                P::TABLE_ADD_PARTITION_SPEC,
+                P::TABLE_ADD_SORT_ORDER,
+                P::TABLE_SET_DEFAULT_SORT_ORDER,
+                P::TABLE_REMOVE_SNAPSHOTS,
+                P::TABLE_REMOVE_SNAPSHOT_REF,
+                P::TABLE_SET_LOCATION,
+                P::TABLE_SET_STATISTICS,
+                P::TABLE_REMOVE_STATISTICS,
+                P::TABLE_REMOVE_PARTITION_SPECS,
+            ]
+        );
+        // No privilege of its own in Polaris: the coarse one.
+        let coarse = parse(serde_json::json!([
+            {"action": "set-default-spec", "spec-id": -1},
+            {"action": "remove-schemas", "schema-ids": [0]},
+        ]));
+        assert_eq!(update_privileges(&coarse), [P::TABLE_WRITE_PROPERTIES]);
+        let mixed = parse(serde_json::json!([
+            {"action": "set-properties", "updates": {"a": "b"}},
+            {"action": "set-default-spec", "spec-id": -1},
+        ]));
+        assert_eq!(
+            update_privileges(&mixed),
+            [P::TABLE_SET_PROPERTIES, P::TABLE_WRITE_PROPERTIES]
+        );
+        assert_eq!(update_privileges(&[]), [P::TABLE_WRITE_PROPERTIES]);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::commit::{
     apply_table_updates, check_table_requirements, metadata_document, metadata_json,
     next_metadata_file, properties_text, spliced_or_whole, table_document_spliced,
-    table_metadata_from_updates, table_property_keys,
+    table_metadata_from_updates, table_property_keys, update_privileges,
 };
 use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
@@ -340,14 +340,18 @@ impl Catalog {
     ) -> CatalogResult<Vec<ObjectWrite>> {
         // Every table of the body is authorized before anything is written: a create
         // (the second step of a staged create) needs TABLE_CREATE on its namespace, a
-        // change TABLE_WRITE_PROPERTIES on its table.
+        // change the fine-grained privilege of each kind of update it makes on its table
+        // (TABLE_WRITE_PROPERTIES implies them all). A transaction's changes are
+        // authorized one by one, as the same changes committed separately would be.
         for change in &changes {
             if change.requirements.contains(&TableRequirement::NotExist) {
                 let parent = Securable::namespace(&change.ident.namespace);
                 ctx.require(&record.name, Privilege::TABLE_CREATE, &parent)?;
             } else {
                 let target = Securable::table(&change.ident);
-                ctx.require(&record.name, Privilege::TABLE_WRITE_PROPERTIES, &target)?;
+                for privilege in update_privileges(&change.updates) {
+                    ctx.require(&record.name, privilege, &target)?;
+                }
             }
         }
         let idents: Vec<Ident> = changes.iter().map(|c| c.ident.clone()).collect();

@@ -1,6 +1,8 @@
 """PyIceberg with client credentials across token expiry: with a 3 s token lifetime, a
 catalog keeps working after its token expired (PyIceberg gets Floe's 401, fetches a new
 token and retries once), reads and writes alike; wrong credentials fail at load time.
+A principal with Polaris's fine-grained table privileges appends through PyIceberg but
+cannot evolve the schema or set properties.
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import pyarrow as pa
 import pytest
 import requests
 from pyiceberg.catalog import load_catalog
-from pyiceberg.exceptions import OAuthError, UnauthorizedError
+from pyiceberg.exceptions import ForbiddenError, OAuthError, UnauthorizedError
+from pyiceberg.types import StringType
 
-from conftest import FloeServer
+from conftest import ApiClient, FloeServer, access_token
 
 LIFETIME_S = 3
 
@@ -57,3 +60,50 @@ def test_pyiceberg_with_wrong_credentials_fails(floe_server_factory):
     server = floe_server_factory()
     with pytest.raises((OAuthError, UnauthorizedError)):
         catalog(server.url, f"{FloeServer.client_id}:not-the-secret").list_namespaces()
+
+
+def test_pyiceberg_appends_with_only_the_append_privileges(floe_server_factory):
+    server = floe_server_factory()
+    admin = catalog(server.url, f"{FloeServer.client_id}:{FloeServer.client_secret}")
+    admin.create_namespace("fine")
+    schema = pa.schema([pa.field("id", pa.int64())])
+    admin.create_table("fine.t", schema=schema)
+
+    # A principal whose role may read the table, add snapshots and move refs: no more.
+    api = ApiClient(server.url, access_token(server.url))
+    mgmt = "/api/management/v1"
+    created = api.call("POST", f"{mgmt}/principals", {"principal": {"name": "appender"}})
+    assert created.status_code == 201, created.text
+    credentials = created.json()["credentials"]
+    for method, path, body in [
+        ("POST", f"{mgmt}/principal-roles", {"principalRole": {"name": "appending"}}),
+        ("PUT", f"{mgmt}/principals/appender/principal-roles",
+         {"principalRole": {"name": "appending"}}),
+        ("POST", f"{mgmt}/catalogs/default/catalog-roles", {"catalogRole": {"name": "appending"}}),
+        ("PUT", f"{mgmt}/principal-roles/appending/catalog-roles/default",
+         {"catalogRole": {"name": "appending"}}),
+    ] + [
+        ("PUT", f"{mgmt}/catalogs/default/catalog-roles/appending/grants",
+         {"grant": {"type": "table", "namespace": ["fine"], "tableName": "t",
+                    "privilege": privilege}})
+        for privilege in ["TABLE_READ_DATA", "TABLE_ADD_SNAPSHOT", "TABLE_SET_SNAPSHOT_REF"]
+    ]:
+        r = api.call(method, path, body)
+        assert r.status_code == 201, f"{method} {path}: {r.text}"
+
+    cat = catalog(server.url, f"{credentials['clientId']}:{credentials['clientSecret']}")
+    table = cat.load_table("fine.t")
+    table.append(pa.table({"id": [1, 2]}, schema=schema))
+    table.append(pa.table({"id": [3]}, schema=schema))
+    assert sorted(cat.load_table("fine.t").scan().to_arrow()["id"].to_pylist()) == [1, 2, 3]
+
+    before = admin.load_table("fine.t").metadata
+    with pytest.raises(ForbiddenError, match="TABLE_ADD_SCHEMA"):
+        with table.update_schema() as update:
+            update.add_column("extra", StringType())
+    with pytest.raises(ForbiddenError, match="TABLE_SET_PROPERTIES"):
+        with table.transaction() as transaction:
+            transaction.set_properties({"owner": "appender"})
+    after = admin.load_table("fine.t").metadata
+    assert after.model_dump() == before.model_dump(), "the refused commits changed nothing"
+    assert len(after.snapshots) == 2
