@@ -17,7 +17,8 @@
 #   5. the Iceberg REST Compatibility Kit      (tests/rck/run.sh), then again with the
 #      tables on S3 and vended credentials     (RCK_STORAGE=s3 tests/rck/run.sh; ~40 s)
 #      and the Rust HTTP suites with the default catalog on S3 (tests/http_on_s3.sh)
-#   6. a bounded schemathesis fuzz of the spec (tests/fuzz/run.sh, ~1-2 min)
+#   6. bounded schemathesis fuzz runs of the REST spec and of Polaris's generic tables and
+#      policies (tests/fuzz/run.sh, ~2-3 min)
 #   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
 #   8. pytest tests/e2e                        (PyIceberg, crash tests, S3 with vended
 #      credentials and remote signing, GCS and Azure emulators, change events and their
@@ -232,6 +233,11 @@ elif ((!build_ok)); then
 else
   run_step "schemathesis fuzz of the REST spec (tests/fuzz/run.sh)" \
     env FUZZ_TIMEOUT=600 "$ROOT/tests/fuzz/run.sh" || true
+  # Polaris's generic tables and policies, against the document /openapi serves for them
+  # (~40 s).
+  run_step "schemathesis fuzz of generic tables and policies (tests/fuzz/run.sh)" \
+    env FUZZ_TIMEOUT=300 FUZZ_SPEC=polaris-catalog.json FUZZ_MAX_EXAMPLES=300 \
+    "$ROOT/tests/fuzz/run.sh" || true
 fi
 
 # ---------------------------------------------------------------------------

@@ -132,6 +132,10 @@ const DOCUMENTS: &[(Asset, &str)] = &[
         "Apache Polaris management API (/api/management/v1)",
     ),
     (
+        asset!("docs/openapi", "polaris-catalog.json", "application/json"),
+        "Apache Polaris catalog extensions: generic tables and policies (/api/catalog/polaris/v1)",
+    ),
+    (
         asset!("docs/openapi", "floe.json", "application/json"),
         "Floe's own endpoints (events, undrop, health, metrics)",
     ),

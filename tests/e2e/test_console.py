@@ -566,6 +566,11 @@ def test_api_reference_works_offline(page, floe):
     assert "LoadTableResult" in load.inner_text()
     page.locator(".tabs a", has_text="Polaris management").click()
     page.wait_for_selector("details.operation[data-operation='POST /principals']")
+    page.locator(".tabs a", has_text="Polaris catalog extensions").click()
+    attach = page.locator("details.operation[data-operation="
+                          "'PUT /api/catalog/polaris/v1/{prefix}/namespaces/{namespace}/policies/{policy-name}/mappings']")
+    attach.locator("summary").click()
+    assert "AttachPolicyRequest" in attach.inner_text()
     page.locator(".tabs a", has_text="Floe's own").click()
     page.wait_for_selector("details.operation[data-operation='POST /api/management/v1/catalogs/{catalog}/dropped/{id}/undrop']")
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Bounded schemathesis fuzz run of the Apache Iceberg REST spec against `floe serve`.
+# Bounded schemathesis fuzz run of the Apache Iceberg REST spec (or another of the OpenAPI
+# documents Floe serves) against `floe serve`.
 #
 #   tests/fuzz/run.sh
+#   FUZZ_SPEC=polaris-catalog.json tests/fuzz/run.sh    # generic tables and policies
 #
 # Steps: (a) the venv .cache/fuzz-venv with tests/fuzz/requirements.txt (reinstalled only
 # when that file changes), (b) start "$FLOE_BIN serve" on a free loopback port with a fresh
 # data dir, wait for /healthz, log in as the root principal and seed a namespace `fuzz`
-# (with a child `fuzz.child`), a table `fuzz.t` and a view `fuzz.v`, (c) run schemathesis on
-# the spec copy docs/openapi/iceberg-rest-catalog.json (the one /openapi serves) with a fixed seed and a bounded number
-# of examples, (d) stop the server and judge.
+# (with a child `fuzz.child`), a table `fuzz.t`, a view `fuzz.v`, a generic table `fuzz.g`
+# and a policy `fuzz.p`, (c) run schemathesis on docs/openapi/$FUZZ_SPEC (the copy /openapi
+# serves) with a fixed seed and a bounded number of examples, (d) stop the server and judge.
 #
 # The last line is "N passed, N failed": API operations (plus schemathesis's "Stateful
 # tests" group) without / with a failure, read from the JUnit report; a server that died,
@@ -16,6 +18,7 @@
 #
 # Environment (all optional):
 #   FLOE_BIN             server binary                     (default: target/release/floe)
+#   FUZZ_SPEC            document under docs/openapi       (default: iceberg-rest-catalog.json)
 #   FUZZ_MAX_EXAMPLES    test cases per operation and phase (default: 100; ~1 min on 2 cores,
 #                        500 takes ~3.5 min)
 #   FUZZ_SEED            schemathesis/hypothesis seed       (default: 20261123)
@@ -39,7 +42,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 FUZZ_DIR="$ROOT/tests/fuzz"
-SPEC="$ROOT/docs/openapi/iceberg-rest-catalog.json"
+SPEC="$ROOT/docs/openapi/${FUZZ_SPEC:-iceberg-rest-catalog.json}"
 REQ="$FUZZ_DIR/requirements.txt"
 VENV="$ROOT/.cache/fuzz-venv"
 
@@ -188,7 +191,8 @@ if prefix != "default":
     sys.exit(f"/v1/config overrides.prefix is {prefix!r}, schemathesis.toml assumes 'default'")
 
 def post(path, body):
-    req = urllib.request.Request(f"{base}/v1/{prefix}/{path}", data=json.dumps(body).encode(), method="POST",
+    url = base + path if path.startswith("/") else f"{base}/v1/{prefix}/{path}"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                  headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
     with urllib.request.urlopen(req, timeout=10) as r:
         assert r.status == 200, (path, r.status)
@@ -203,10 +207,14 @@ post("namespaces/fuzz/views", {"name": "v", "schema": schema, "properties": {}, 
     "version-id": 1, "timestamp-ms": 1700000000000, "schema-id": 0, "summary": {"engine-name": "fuzz"},
     "default-namespace": ["fuzz"],
     "representations": [{"type": "sql", "sql": "select 1 as id, 'a' as data", "dialect": "spark"}]}})
+# Polaris's extensions live beside /v1.
+post(f"/api/catalog/polaris/v1/{prefix}/namespaces/fuzz/generic-tables", {"name": "g", "format": "delta"})
+post(f"/api/catalog/polaris/v1/{prefix}/namespaces/fuzz/policies", {
+    "name": "p", "type": "system.data-compaction", "content": '{"enable": true}'})
 print(token)
 PY
 )" || die "could not log in / seed the catalog"
-log "seeded namespaces fuzz, fuzz.child, table fuzz.t, view fuzz.v in catalog 'default'"
+log "seeded namespaces fuzz, fuzz.child, table fuzz.t, view fuzz.v, generic table fuzz.g, policy fuzz.p in catalog 'default'"
 
 # --- (c) schemathesis ----------------------------------------------------------
 export SCHEMATHESIS_HOOKS="$FUZZ_DIR/hooks.py"
