@@ -11,7 +11,8 @@ whole module. The tests run in file order and build on each other, like an opera
   principal-roles  create / list / get / update / grant / list --principal / summarize /
                 revoke / delete
   catalog-roles create / list / get / update / grant / list --principal-role / revoke / delete
-  privileges    catalog grant + revoke, namespace grant + revoke, table grant + revoke,
+  privileges    catalog grant + revoke, namespace grant + revoke, table grant + revoke
+                (fine-grained table privileges too),
                 view grant + revoke, list
   namespaces    create / list / list --parent / get / summarize / delete; tables list,
                 views list, find
@@ -347,6 +348,20 @@ def test_privileges_grant_and_list(floe):
     assert {"type": "table", "namespace": [NS], "tableName": "t1", "privilege": "TABLE_READ_DATA"} in got
     assert {"type": "view", "namespace": [NS], "viewName": "v1", "privilege": "VIEW_READ_PROPERTIES"} in got
     assert len(got) == 5
+
+
+def test_fine_grained_table_privileges_grant_and_revoke(floe):
+    """Polaris's per-update table privileges, through the CLI: granted, listed, revoked."""
+    role = ["--catalog", CAT, "--catalog-role", CATALOG_ROLE]
+    before = grants(floe)
+    ok(floe, "privileges", "table", "grant", *role, "--namespace", NS, "--table", "t1", "TABLE_ADD_SNAPSHOT")
+    ok(floe, "privileges", "namespace", "grant", *role, "--namespace", NS, "TABLE_MANAGE_STRUCTURE")
+    got = grants(floe)
+    assert {"type": "table", "namespace": [NS], "tableName": "t1", "privilege": "TABLE_ADD_SNAPSHOT"} in got
+    assert {"type": "namespace", "namespace": [NS], "privilege": "TABLE_MANAGE_STRUCTURE"} in got
+    ok(floe, "privileges", "table", "revoke", *role, "--namespace", NS, "--table", "t1", "TABLE_ADD_SNAPSHOT")
+    ok(floe, "privileges", "namespace", "revoke", *role, "--namespace", NS, "TABLE_MANAGE_STRUCTURE")
+    assert grants(floe) == before
 
 
 def test_privileges_catalog_revoke(floe):
