@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Server-side scan planning against PyIceberg's own planning, on one table, in one run.
 
-    bench/scan-plan.py [--files 2000] [--appends 200] [--runs 7]
+    bench/scan-plan.py [--files 2000] [--appends 200] [--runs 7] [--floe BINARY]
 
 Starts `target/release/floe serve` (embedded store, auth off) on a free loopback port
 with a fresh data dir, creates a table partitioned by identity(`part`) with PyIceberg and
@@ -64,6 +64,8 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--appends", type=int, default=200)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--floe", default=str(ROOT / "target/release/floe"),
+                    help="the server binary (default: target/release/floe)")
     args = ap.parse_args()
     per_append = max(1, args.files // args.appends)
 
@@ -71,7 +73,7 @@ def main() -> int:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [str(ROOT / "target/release/floe"), "serve", "--bind", f"127.0.0.1:{port}",
+        [args.floe, "serve", "--bind", f"127.0.0.1:{port}",
          "--data-dir", str(data), "--auth", "none", "--log", "warn"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -28,6 +28,7 @@
 //!
 //! Not there yet: `min-rows-requested` is ignored (the spec allows returning more).
 
+mod avro_names;
 mod encode;
 mod files;
 pub mod filter;
@@ -261,6 +262,7 @@ impl Catalog {
         mut request: ScanRequest,
         offset: usize,
     ) -> CatalogResult<Value> {
+        avro_names::install();
         // An incremental scan reads its end snapshot's schema and files.
         let snapshot = match request.snapshot_id.or(request.end_snapshot_id) {
             Some(id) => Some(metadata.snapshot_by_id(id).cloned().ok_or_else(|| {
