@@ -148,6 +148,13 @@ async fn principal_with(
     (id, secret)
 }
 
+/// A client signed in as a new principal of the catalog `default` holding `grants` (see
+/// [`principal_with`]).
+async fn signed_in<'a>(root: &As<'a>, name: &str, grants: &[Value]) -> As<'a> {
+    let (id, secret) = principal_with(root, name, "default", grants).await;
+    As::new(root.s, &token(root.s, &id, &secret, "catalog").await)
+}
+
 fn on_namespace(privilege: &str) -> Value {
     json!({"type": "namespace", "namespace": ["db"], "privilege": privilege})
 }
@@ -349,25 +356,16 @@ async fn roles_by_operation_allowed_and_denied() {
     )
     .await
     .ok(200);
-    let (rid, rsecret) = principal_with(
-        &root,
-        "reader",
-        "default",
-        &[on_namespace("TABLE_READ_DATA")],
-    )
-    .await;
-    let (wid, wsecret) = principal_with(
+    let reader = signed_in(&root, "reader", &[on_namespace("TABLE_READ_DATA")]).await;
+    let writer = signed_in(
         &root,
         "writer",
-        "default",
         &[
             on_namespace("TABLE_WRITE_DATA"),
             on_namespace("TABLE_CREATE"),
         ],
     )
     .await;
-    let reader = As::new(&s, &token(&s, &rid, &rsecret, "catalog").await);
-    let writer = As::new(&s, &token(&s, &wid, &wsecret, "catalog").await);
     let commit = json!({"updates": [{"action": "set-properties", "updates": {"k": "v"}}]});
     let create = json!({"name": "new", "schema": schema()});
     let state = |s: &Server| {
@@ -460,10 +458,9 @@ async fn a_commit_needs_the_fine_grained_privileges_of_its_updates() {
     .await
     .ok(200);
     let on_table = |privilege: &str| json!({"type": "table", "namespace": ["db"], "tableName": "t", "privilege": privilege});
-    let (aid, asecret) = principal_with(
+    let appender = signed_in(
         &root,
         "appender",
-        "default",
         &[
             on_table("TABLE_READ_PROPERTIES"),
             on_table("TABLE_ADD_SNAPSHOT"),
@@ -471,23 +468,8 @@ async fn a_commit_needs_the_fine_grained_privileges_of_its_updates() {
         ],
     )
     .await;
-    let (sid, ssecret) = principal_with(
-        &root,
-        "shaper",
-        "default",
-        &[on_namespace("TABLE_MANAGE_STRUCTURE")],
-    )
-    .await;
-    let (pid, psecret) = principal_with(
-        &root,
-        "tagger",
-        "default",
-        &[on_table("TABLE_SET_PROPERTIES")],
-    )
-    .await;
-    let appender = As::new(&s, &token(&s, &aid, &asecret, "catalog").await);
-    let shaper = As::new(&s, &token(&s, &sid, &ssecret, "catalog").await);
-    let tagger = As::new(&s, &token(&s, &pid, &psecret, "catalog").await);
+    let shaper = signed_in(&root, "shaper", &[on_namespace("TABLE_MANAGE_STRUCTURE")]).await;
+    let tagger = signed_in(&root, "tagger", &[on_table("TABLE_SET_PROPERTIES")]).await;
     let t = table_url(&["db"], "t");
     let state = |s: &Server| {
         let (dir, files, warehouse) = (s.data_dir(), s.files.clone(), s.warehouse());
