@@ -178,5 +178,17 @@ def test_reader_can_read_but_not_write(spark, floe, floe_spark, spark_catalog):
     with pytest.raises(Exception) as write:
         spark.sql(f"INSERT INTO {cat}.reports.daily VALUES ('tue', 2)")
     message = str(write.value)
-    assert "ForbiddenException" in message and "TABLE_WRITE_PROPERTIES" in message, message
+    # A commit is authorized by its updates: an append's first is add-snapshot.
+    assert "ForbiddenException" in message and "TABLE_ADD_SNAPSHOT" in message, message
     assert rows(spark, f"SELECT d, n FROM {floe_spark}.reports.daily") == [("mon", 1)]
+    # Polaris's fine-grained privileges: appending needs no more than these two.
+    for privilege in ("TABLE_ADD_SNAPSHOT", "TABLE_SET_SNAPSHOT_REF"):
+        floe.management("PUT", "/catalogs/default/catalog-roles/readers/grants",
+                        {"grant": {"type": "table", "namespace": ["reports"], "tableName": "daily",
+                                   "privilege": privilege}})
+    spark.sql(f"INSERT INTO {cat}.reports.daily VALUES ('tue', 2)")
+    assert rows(spark, f"SELECT d, n FROM {cat}.reports.daily ORDER BY d") == [
+        ("mon", 1), ("tue", 2)]
+    with pytest.raises(Exception) as evolve:
+        spark.sql(f"ALTER TABLE {cat}.reports.daily ADD COLUMN note STRING")
+    assert "TABLE_ADD_SCHEMA" in str(evolve.value), str(evolve.value)
