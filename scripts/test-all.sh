@@ -234,7 +234,7 @@ else
   run_step "schemathesis fuzz of the REST spec (tests/fuzz/run.sh)" \
     env FUZZ_TIMEOUT=600 "$ROOT/tests/fuzz/run.sh" || true
   # Polaris's generic tables and policies, against the document /openapi serves for them
-  # (~40 s).
+  # (~1 min).
   run_step "schemathesis fuzz of generic tables and policies (tests/fuzz/run.sh)" \
     env FUZZ_TIMEOUT=300 FUZZ_SPEC=polaris-catalog.json FUZZ_MAX_EXAMPLES=300 \
     "$ROOT/tests/fuzz/run.sh" || true
