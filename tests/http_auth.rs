@@ -155,6 +155,21 @@ async fn signed_in<'a>(root: &As<'a>, name: &str, grants: &[Value]) -> As<'a> {
     As::new(root.s, &token(root.s, &id, &secret, "catalog").await)
 }
 
+/// The root principal's client, after it created namespace `db` and table `db.t`.
+async fn root_with_table(s: &Server) -> As<'_> {
+    let root = As::new(s, &token(s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["db"]}))
+        .await
+        .ok(200);
+    root.post(
+        &tables_url(&["db"]),
+        &json!({"name": "t", "schema": schema()}),
+    )
+    .await
+    .ok(200);
+    root
+}
+
 fn on_namespace(privilege: &str) -> Value {
     json!({"type": "namespace", "namespace": ["db"], "privilege": privilege})
 }
@@ -334,19 +349,10 @@ async fn the_token_endpoint_answers_abuse_with_oauth_errors() {
 #[tokio::test]
 async fn roles_by_operation_allowed_and_denied() {
     let s = secure_server().await;
-    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
-    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["db"]}))
-        .await
-        .ok(200);
+    let root = root_with_table(&s).await;
     root.post(
         &format!("{V1}/namespaces"),
         &json!({"namespace": ["other"]}),
-    )
-    .await
-    .ok(200);
-    root.post(
-        &tables_url(&["db"]),
-        &json!({"name": "t", "schema": schema()}),
     )
     .await
     .ok(200);
@@ -447,16 +453,7 @@ async fn roles_by_operation_allowed_and_denied() {
 #[tokio::test]
 async fn a_commit_needs_the_fine_grained_privileges_of_its_updates() {
     let s = secure_server().await;
-    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
-    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["db"]}))
-        .await
-        .ok(200);
-    root.post(
-        &tables_url(&["db"]),
-        &json!({"name": "t", "schema": schema()}),
-    )
-    .await
-    .ok(200);
+    let root = root_with_table(&s).await;
     let on_table = |privilege: &str| json!({"type": "table", "namespace": ["db"], "tableName": "t", "privilege": privilege});
     let appender = signed_in(
         &root,
@@ -585,22 +582,10 @@ async fn a_commit_needs_the_fine_grained_privileges_of_its_updates() {
 #[tokio::test]
 async fn scan_plans_need_the_tables_data_privilege() {
     let s = secure_server().await;
-    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
-    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["db"]}))
-        .await
-        .ok(200);
-    root.post(
-        &tables_url(&["db"]),
-        &json!({"name": "t", "schema": schema()}),
-    )
-    .await
-    .ok(200);
+    let root = root_with_table(&s).await;
     let grant = |privilege| [on_namespace(privilege)];
-    let (pid, psecret) =
-        principal_with(&root, "props", "default", &grant("TABLE_READ_PROPERTIES")).await;
-    let (did, dsecret) = principal_with(&root, "data", "default", &grant("TABLE_READ_DATA")).await;
-    let props = As::new(&s, &token(&s, &pid, &psecret, "catalog").await);
-    let data = As::new(&s, &token(&s, &did, &dsecret, "catalog").await);
+    let props = signed_in(&root, "props", &grant("TABLE_READ_PROPERTIES")).await;
+    let data = signed_in(&root, "data", &grant("TABLE_READ_DATA")).await;
     let table = table_url(&["db"], "t");
     let plan = format!("{table}/plan");
     // A plan names every data file: loading the table is not enough.
