@@ -69,6 +69,10 @@ impl PolicyType {
         };
         match fields.get("enable") {
             Some(Value::Bool(_)) => {}
+            // Polaris reads `enable` with a deserializer of its own that takes the text of
+            // the token: the strings "true" and "false" pass there, so a content written
+            // for Polaris passes here too (and is kept as it was sent).
+            Some(Value::String(s)) if s == "true" || s == "false" => {}
             Some(other) => return Err(format!("Invalid policy: enable is {other}, not a boolean")),
             None => return Err("Invalid policy: enable (a boolean) is required".into()),
         }
@@ -148,6 +152,7 @@ mod tests {
         let compaction = PolicyType::DataCompaction;
         for good in [
             r#"{"enable":true}"#,
+            r#"{"enable":"false"}"#,
             r#"{"enable":false,"version":"2025-02-03","config":{"k":"v","n":3,"b":true}}"#,
         ] {
             compaction.check(good).unwrap();
@@ -159,6 +164,8 @@ mod tests {
             ("{}", "enable (a boolean) is required"),
             (r#"{"enable":null}"#, "not a boolean"),
             (r#"{"enable":"invalid"}"#, "not a boolean"),
+            (r#"{"enable":"True"}"#, "not a boolean"),
+            (r#"{"enable":1}"#, "not a boolean"),
             (
                 r#"{"enable":true,"version":"fdafds"}"#,
                 "Invalid policy version",
