@@ -1129,3 +1129,49 @@ async fn rotating_the_signing_key_keeps_issued_tokens_valid() {
         .await
         .ok(200);
 }
+
+#[tokio::test]
+async fn notifications_need_polaris_five_privileges_on_the_catalog() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    root.post(
+        &format!("{MGMT}/catalogs"),
+        &json!({"catalog": {"type": "EXTERNAL", "name": "mirror", "properties": {}}}),
+    )
+    .await
+    .ok(201);
+    let privileges = [
+        "TABLE_CREATE",
+        "TABLE_WRITE_PROPERTIES",
+        "TABLE_DROP",
+        "NAMESPACE_CREATE",
+        "NAMESPACE_DROP",
+    ];
+    let on_catalog = |privileges: &[&str]| -> Vec<Value> {
+        privileges
+            .iter()
+            .map(|p| json!({"type": "catalog", "privilege": p}))
+            .collect()
+    };
+    let (id, secret) =
+        principal_with(&root, "partial", "mirror", &on_catalog(&privileges[..4])).await;
+    let partial = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+    let (id, secret) = principal_with(&root, "sender", "mirror", &on_catalog(&privileges)).await;
+    let sender = As::new(&s, &token(&s, &id, &secret, "catalog").await);
+
+    // A DROP of a table that is not there reads no file: only the privileges decide.
+    let url = "/v1/mirror/namespaces/db/tables/t/notifications";
+    let drop = json!({"notification-type": "DROP", "payload": {"table-name": "t",
+        "timestamp": 1, "table-uuid": "u", "metadata-location": "file:///nowhere/m.json"}});
+    let message = partial
+        .post(url, &drop)
+        .await
+        .error(403, "ForbiddenException");
+    assert!(message.contains("NAMESPACE_DROP"), "{message}");
+    // The refused one admitted nothing: the same timestamp still goes through, once.
+    sender.post(url, &drop).await.ok(204);
+    sender
+        .post(url, &drop)
+        .await
+        .error(409, "AlreadyExistsException");
+}

@@ -10,12 +10,14 @@ mod common;
 use std::sync::Arc;
 
 use floe::events::{seal, ChangeEvent, Draft, Operation, Origin};
-use floe::model::{now_ms, CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use floe::model::{
+    now_ms, CatalogId, CatalogRecord, CatalogType, Ident, Namespace, ObjectKind, Properties,
+};
 use floe::store::postgres::PostgresStore;
 use floe::store::sqlite::SqliteStore;
 use floe::store::{
-    Applied, EventRead, IdempotencyRecord, Mutation, ObjectWrite, PageRequest, PendingPurge,
-    PolicyWrite, Retention, Store, StoreError, StoredProperties, WriteBatch,
+    Applied, EventRead, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PageRequest,
+    PendingPurge, PolicyWrite, Retention, Store, StoreError, StoredProperties, WriteBatch,
 };
 
 /// A store of each kind; the temporary directory lives as long as the store is used.
@@ -110,6 +112,7 @@ contract!(
     reads_tell_a_missing_catalog,
     the_security_document_is_compare_and_swapped_with_the_change,
     policy_documents_are_per_catalog_and_swapped_with_the_change,
+    notification_stamps_are_swapped_with_the_change,
     drops_and_renames_compare_and_swap,
     events_commit_with_their_change_or_not_at_all,
     event_positions_follow_commit_order,
@@ -146,6 +149,7 @@ async fn catalog_with_db(store: &Arc<dyn Store>, name: &str) -> CatalogRecord {
     let record = CatalogRecord {
         id: CatalogId(rand_id()),
         name: name.to_string(),
+        catalog_type: CatalogType::Internal,
         properties: Properties::from([("default-base-location".into(), WAREHOUSE.into())]),
         storage_config: serde_json::json!({"storageType": "FILE"}),
         created_ms: now_ms(),
@@ -904,6 +908,7 @@ async fn the_security_document_is_compare_and_swapped_with_the_change(store: Arc
     let record = CatalogRecord {
         id: CatalogId(rand_id()),
         name: "sec".into(),
+        catalog_type: CatalogType::Internal,
         properties: Properties::new(),
         storage_config: serde_json::json!({"storageType": "FILE"}),
         created_ms: 0,
@@ -934,6 +939,103 @@ async fn the_security_document_is_compare_and_swapped_with_the_change(store: Arc
     let now = store.security().await.unwrap();
     assert_eq!((now.version, now.document.as_str()), (2, "{\"v\":2}"));
     assert!(store.get_catalog("sec").await.unwrap().is_some());
+}
+
+async fn notification_stamps_are_swapped_with_the_change(store: Arc<dyn Store>) {
+    // An EXTERNAL catalog keeps its type.
+    let mut c = catalog_with_db(&store, "c").await;
+    c.catalog_type = CatalogType::External;
+    c.id = CatalogId(rand_id());
+    c.name = "mirror".into();
+    store
+        .write(batch(Mutation::CreateCatalog(c.clone())))
+        .await
+        .unwrap();
+    create_namespace(&store, c.id, &["db"]).await.unwrap();
+    let loaded = store.get_catalog("mirror").await.unwrap().unwrap();
+    assert_eq!(loaded.catalog_type, CatalogType::External);
+    assert_eq!(
+        store.get_catalog("c").await.unwrap().unwrap().catalog_type,
+        CatalogType::Internal
+    );
+
+    let t = ident(&["db"], "t");
+    assert_eq!(store.notification_stamp(c.id, &t).await.unwrap(), None);
+    let stamped = |mutation, expected, timestamp_ms| WriteBatch {
+        notification: Some(NotificationStamp {
+            catalog: c.id,
+            ident: t.clone(),
+            expected,
+            timestamp_ms,
+        }),
+        ..batch(mutation)
+    };
+    let create = || Mutation::CreateNamespace {
+        catalog: c.id,
+        namespace: ns(&["db", "x"]),
+        properties: Properties::new(),
+    };
+    store
+        .write(stamped(Mutation::None, None, 10))
+        .await
+        .unwrap();
+    assert_eq!(store.notification_stamp(c.id, &t).await.unwrap(), Some(10));
+    // A stale expectation, first stamp or later: refused, and the mutation with it.
+    for stale in [None, Some(9)] {
+        assert!(matches!(
+            store.write(stamped(create(), stale, 20)).await,
+            Err(StoreError::Conflict)
+        ));
+    }
+    assert!(store
+        .get_namespace("mirror", &ns(&["db", "x"]))
+        .await
+        .unwrap()
+        .is_none());
+    store.write(stamped(create(), Some(10), 20)).await.unwrap();
+    assert_eq!(store.notification_stamp(c.id, &t).await.unwrap(), Some(20));
+    // Per table and per catalog.
+    assert_eq!(
+        store
+            .notification_stamp(c.id, &ident(&["db"], "u"))
+            .await
+            .unwrap(),
+        None
+    );
+    // Dropping the namespace forgets its tables' stamps; dropping the catalog, all.
+    store
+        .write(batch(Mutation::DropNamespace {
+            catalog: c.id,
+            namespace: ns(&["db", "x"]),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(store.notification_stamp(c.id, &t).await.unwrap(), Some(20));
+    store
+        .write(batch(Mutation::DropNamespace {
+            catalog: c.id,
+            namespace: ns(&["db"]),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(store.notification_stamp(c.id, &t).await.unwrap(), None);
+    store
+        .write(stamped(Mutation::None, None, 30))
+        .await
+        .unwrap();
+    store
+        .write(batch(Mutation::DropCatalog {
+            catalog: c.id,
+            name: "mirror".into(),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(store.notification_stamp(c.id, &t).await.unwrap(), None);
+    // A catalog that is gone takes no stamp.
+    assert!(matches!(
+        store.write(stamped(Mutation::None, None, 40)).await,
+        Err(StoreError::Conflict)
+    ));
 }
 
 async fn policy_documents_are_per_catalog_and_swapped_with_the_change(store: Arc<dyn Store>) {

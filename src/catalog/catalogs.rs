@@ -1,12 +1,14 @@
 //! Catalogs: the REST `prefix`, managed through Polaris's management API shape.
-//! Only INTERNAL catalogs on FILE storage exist so far.
+//! INTERNAL catalogs change through the REST API; EXTERNAL ones (Polaris's static
+//! facades) only through notifications (`notifications.rs`). Federation (an EXTERNAL
+//! catalog with a `connectionConfigInfo`, served from a remote catalog) is refused.
 
 use super::error::{catalog_missing, CatalogError, CatalogResult};
 use super::locations::{allowed_bases, DEFAULT_BASE_LOCATION};
 use super::{new_catalog_id, Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{Draft, Operation};
-use crate::model::{now_ms, validate_catalog_name, CatalogRecord, Properties};
+use crate::model::{now_ms, validate_catalog_name, CatalogRecord, CatalogType, Properties};
 use crate::storage::config::{allowed_locations, check_properties};
 use crate::storage::{path_segment, StorageConfig};
 use crate::store::Mutation;
@@ -17,6 +19,8 @@ pub struct NewCatalog {
     pub name: String,
     /// `INTERNAL` or `EXTERNAL`.
     pub catalog_type: String,
+    /// Polaris's `connectionConfigInfo` (a federated catalog): refused when present.
+    pub connection_config: Option<serde_json::Value>,
     pub properties: Properties,
     /// Polaris's `storageConfigInfo`; `None` means FILE storage under the base location.
     pub storage_config: Option<serde_json::Value>,
@@ -39,11 +43,16 @@ impl Catalog {
     ) -> CatalogResult<CatalogRecord> {
         ctx.require_service_admin()?;
         validate_catalog_name(&new.name)?;
-        if new.catalog_type != "INTERNAL" {
-            return Err(CatalogError::bad_request(format!(
-                "Catalog type {} is not supported; only INTERNAL catalogs are",
+        let catalog_type = CatalogType::parse(&new.catalog_type).ok_or_else(|| {
+            CatalogError::bad_request(format!(
+                "Unknown catalog type {:?}: INTERNAL or EXTERNAL",
                 new.catalog_type
-            )));
+            ))
+        })?;
+        if new.connection_config.is_some() {
+            return Err(CatalogError::bad_request(
+                "Federated catalogs (connectionConfigInfo) are not supported: an EXTERNAL catalog here follows its source through notifications",
+            ));
         }
         let mut properties = new.properties;
         let storage_config = new
@@ -73,6 +82,7 @@ impl Catalog {
         let record = CatalogRecord {
             id: new_catalog_id(),
             name: new.name,
+            catalog_type,
             properties,
             storage_config,
             created_ms: now,
@@ -111,6 +121,7 @@ impl Catalog {
                 NewCatalog {
                     name: name.to_string(),
                     catalog_type: "INTERNAL".into(),
+                    connection_config: None,
                     properties: Properties::new(),
                     storage_config: None,
                 },

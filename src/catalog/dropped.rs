@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::error::{CatalogError, CatalogResult};
 use super::locations::check_allowed;
-use super::objects::{by_kind, identity, write_event, Identity};
+use super::objects::{by_kind, identity, require_internal, write_event, Identity};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
@@ -102,6 +102,7 @@ impl Catalog {
         to: Option<Ident>,
     ) -> CatalogResult<Value> {
         let (record, dropped) = self.dropped_in(ctx, catalog, id).await?;
+        require_internal(&record, dropped.kind, "undrop")?;
         let ident = to.unwrap_or_else(|| dropped.ident.clone());
         // Still inside the catalog's allowed locations (they may have changed).
         let Identity { uuid, location } = identity(dropped.kind, &dropped.metadata)?;

@@ -40,6 +40,7 @@ pub mod generic;
 pub mod locations;
 mod locks;
 pub mod namespaces;
+pub mod notifications;
 mod objects;
 pub mod outcome;
 pub mod pagination;

@@ -13,7 +13,7 @@ use super::pagination::{listed, ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{identifier_json, Draft, Operation};
-use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
+use crate::model::{CatalogRecord, CatalogType, Ident, Namespace, ObjectKind};
 use crate::store::{Applied, Mutation, ObjectWrite, PendingPurge, StoreError, StoredObject};
 
 /// Whether the metadata files of a commit are new (written by the commit loop, removed if
@@ -35,6 +35,24 @@ pub(super) fn by_kind<T>(kind: ObjectKind, table: T, view: T) -> T {
 }
 
 /// A table or view as a securable (a generic table is a table to grants).
+/// An EXTERNAL catalog's tables and views follow their source catalog through
+/// notifications only (as Polaris's static facades do): every REST write to one is a 400.
+/// Generic tables are not mirrored, and stay writable.
+pub(super) fn require_internal(
+    catalog: &CatalogRecord,
+    kind: ObjectKind,
+    action: &str,
+) -> CatalogResult<()> {
+    if catalog.catalog_type == CatalogType::External && kind != ObjectKind::GenericTable {
+        return Err(CatalogError::bad_request(format!(
+            "Cannot {action} a {} in catalog {}: it is EXTERNAL, and its tables and views change only through notifications",
+            kind.title().to_lowercase(),
+            catalog.name
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn securable(kind: ObjectKind, ident: &Ident) -> Securable {
     match kind {
         ObjectKind::Table | ObjectKind::GenericTable => Securable::table(ident),
@@ -182,6 +200,7 @@ impl Catalog {
             create,
             &Securable::namespace(&write.ident.namespace),
         )?;
+        require_internal(catalog, write.kind, "create")?;
         let idents = [write.ident.clone()];
         let files = match write.kind {
             ObjectKind::GenericTable => MetadataFiles::Existing,
@@ -236,6 +255,7 @@ impl Catalog {
             ctx.require(catalog, replace, &securable(kind, ident))?;
         }
         let record = self.get_catalog(catalog).await?;
+        require_internal(&record, kind, "register")?;
         self.namespace_properties(catalog, &ident.namespace).await?;
         // Only read files inside the catalog's locations: a register request must not be a
         // way to read (or probe for) arbitrary files of the server.
@@ -307,6 +327,7 @@ impl Catalog {
         ctx.require(catalog, drop, &securable(kind, from))?;
         ctx.require(catalog, create, &Securable::namespace(&to.namespace))?;
         let record = self.get_catalog(catalog).await?;
+        require_internal(&record, kind, "rename")?;
         let _guards = self.commit_locks.lock(record.id, &[from, to]).await;
         let operation = by_kind(kind, Operation::RenameTable, Operation::RenameView);
         let record = &record;
@@ -371,6 +392,7 @@ impl Catalog {
         let drop = by_kind(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
         ctx.require(catalog, drop, &securable(kind, ident))?;
         let record = self.get_catalog(catalog).await?;
+        require_internal(&record, kind, "drop")?;
         let _guards = self.commit_locks.lock(record.id, &[ident]).await;
         let target = &record;
         let dropped = self

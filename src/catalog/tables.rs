@@ -19,7 +19,9 @@ use super::delegation::TableConfig;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult, Missing};
 use super::locations::{check_allowed, default_location, metadata_dir};
 use super::namespaces::namespace_missing;
-use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
+use super::objects::{
+    require_internal, to_value, write_event, MetadataFiles, Prepared, Registered,
+};
 pub use super::outcome::LoadedTable;
 use super::pagination::{ListRequest, Listed};
 use super::parsed::{Kept, Model};
@@ -200,6 +202,7 @@ impl Catalog {
         if request.stage_create {
             let parent = Securable::namespace(namespace);
             ctx.require(catalog, Privilege::TABLE_CREATE, &parent)?;
+            require_internal(&record, ObjectKind::Table, "create")?;
             // Nothing is stored until the client commits the create; the name must be
             // free now, and is checked again then.
             if let Some(existing) = self.store.load_object(catalog, &ident).await? {
@@ -354,6 +357,7 @@ impl Catalog {
                 }
             }
         }
+        require_internal(record, ObjectKind::Table, "commit to")?;
         let idents: Vec<Ident> = changes.iter().map(|c| c.ident.clone()).collect();
         self.commit_with_retry(
             ctx,

@@ -14,7 +14,9 @@ use super::commit::{
 };
 use super::error::{object_missing, CatalogError, CatalogResult};
 use super::locations::{check_allowed, default_location, metadata_dir};
-use super::objects::{to_value, write_event, MetadataFiles, Prepared, Registered};
+use super::objects::{
+    require_internal, to_value, write_event, MetadataFiles, Prepared, Registered,
+};
 pub use super::outcome::LoadedView;
 use super::pagination::{ListRequest, Listed};
 use super::parsed::{Kept, Model};
@@ -150,6 +152,7 @@ impl Catalog {
         let target = Securable::view(&change.ident);
         ctx.require(catalog, Privilege::VIEW_WRITE_PROPERTIES, &target)?;
         let record = self.get_catalog(catalog).await?;
+        require_internal(&record, ObjectKind::View, "replace")?;
         let ident = &change.ident;
         let mut writes = self
             .commit_with_retry(

@@ -27,7 +27,7 @@ pub fn routes(routes: Routes) -> Routes {
 
 pub fn catalog_json(catalog: &CatalogRecord) -> Value {
     json!({
-        "type": "INTERNAL",
+        "type": catalog.catalog_type.as_str(),
         "name": catalog.name,
         "properties": catalog.properties,
         "createTimestamp": catalog.created_ms,
@@ -57,6 +57,7 @@ struct CatalogBody {
     #[serde(default)]
     properties: Properties,
     storage_config_info: Option<Value>,
+    connection_config_info: Option<Value>,
 }
 
 fn internal() -> String {
@@ -76,6 +77,7 @@ async fn create(
             NewCatalog {
                 name: c.name,
                 catalog_type: c.catalog_type,
+                connection_config: c.connection_config_info,
                 properties: c.properties,
                 storage_config: c.storage_config_info,
             },

@@ -39,6 +39,7 @@ mod hot;
 pub mod idempotency;
 mod management;
 mod namespaces;
+mod notifications;
 pub mod outcome;
 mod policies;
 mod principals;
@@ -109,6 +110,7 @@ fn router(state: AppState, settings: &HttpSettings) -> Router {
         let routes = namespaces::routes(routes);
         let routes = events::routes(routes);
         let routes = tables::routes(routes);
+        let routes = notifications::routes(routes);
         let routes = scan::routes(routes);
         views::routes(routes).0
     };

@@ -55,11 +55,44 @@ impl ObjectKind {
     }
 }
 
+/// Polaris's two kinds of catalog.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CatalogType {
+    /// Its tables and views change through the REST API.
+    #[default]
+    #[serde(rename = "INTERNAL")]
+    Internal,
+    /// A read-only copy of another catalog's tables (Polaris's "static facade"): they
+    /// change only through notifications from that catalog.
+    #[serde(rename = "EXTERNAL")]
+    External,
+}
+
+impl CatalogType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatalogType::Internal => "INTERNAL",
+            CatalogType::External => "EXTERNAL",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "INTERNAL" => Some(CatalogType::Internal),
+            "EXTERNAL" => Some(CatalogType::External),
+            _ => None,
+        }
+    }
+}
+
 /// A catalog (the REST `prefix`): Polaris's catalog entity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CatalogRecord {
     pub id: CatalogId,
     pub name: String,
+    /// Records kept before the type existed (idempotency outcomes) are INTERNAL.
+    #[serde(default)]
+    pub catalog_type: CatalogType,
     pub properties: Properties,
     /// Polaris's `storageConfigInfo`, kept as sent.
     pub storage_config: serde_json::Value,

@@ -38,7 +38,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::events::{ChangeEvent, StoredEvent};
-use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use crate::model::{
+    CatalogId, CatalogRecord, CatalogType, Ident, Namespace, ObjectKind, Properties,
+};
 
 /// What a store can answer besides success: facts about the stored state, in the store's
 /// terms. The catalog turns each into a response in exactly one place.
@@ -334,6 +336,18 @@ pub struct PolicyWrite {
     pub document: String,
 }
 
+/// The timestamp of the notification an EXTERNAL catalog's table change admits
+/// (Polaris's notifications: each must be newer than the last one admitted for the table).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotificationStamp {
+    pub catalog: CatalogId,
+    pub ident: Ident,
+    /// The stamp the caller read (`None`: no notification for this table yet); a store
+    /// holding another one answers `Conflict`.
+    pub expected: Option<i64>,
+    pub timestamp_ms: i64,
+}
+
 /// One atomic write: a mutation and the rows that commit or roll back with it.
 #[derive(Debug, Clone)]
 pub struct WriteBatch {
@@ -351,6 +365,8 @@ pub struct WriteBatch {
     /// drop carries one, so that no policy is created in, or attached to, a namespace
     /// that goes meanwhile.
     pub policies: Option<PolicyWrite>,
+    /// The notification this change admits (`Conflict` if the table's stamp moved).
+    pub notification: Option<NotificationStamp>,
     /// The change's events, appended to the outbox last (in PostgreSQL the position
     /// counter is a row lock held until commit, so the shorter the better).
     pub events: Vec<ChangeEvent>,
@@ -371,6 +387,7 @@ impl WriteBatch {
             idempotency: None,
             security: None,
             policies: None,
+            notification: None,
             events: Vec::new(),
             purge: None,
             journal_files: false,
@@ -615,11 +632,19 @@ pub trait Store: Send + Sync + 'static {
     /// A catalog's policy document (version 0 and `{}` before the first write; dropping
     /// the catalog drops it).
     async fn policies(&self, catalog: CatalogId) -> StoreResult<PolicyDocument>;
+
+    /// The timestamp of the last notification admitted for a table of an EXTERNAL
+    /// catalog (kept after the table's drop; a namespace's or catalog's drop clears it).
+    async fn notification_stamp(
+        &self,
+        catalog: CatalogId,
+        ident: &Ident,
+    ) -> StoreResult<Option<i64>>;
 }
 
 /// Columns of a catalog row, in the order both stores read them.
 pub(crate) const CATALOG_COLUMNS: &str =
-    "id, name, properties, storage_config, created_ms, updated_ms, version";
+    "id, name, properties, storage_config, created_ms, updated_ms, version, catalog_type";
 
 /// Properties and storage configs are kept as JSON text in both stores.
 pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
@@ -645,6 +670,7 @@ pub(crate) struct CatalogRow {
     pub created_ms: i64,
     pub updated_ms: i64,
     pub version: i64,
+    pub catalog_type: String,
 }
 
 impl CatalogRow {
@@ -652,6 +678,13 @@ impl CatalogRow {
         Ok(CatalogRecord {
             id: CatalogId(self.id),
             name: self.name,
+            catalog_type: CatalogType::parse(&self.catalog_type).ok_or_else(|| {
+                StoreError::Internal(anyhow::anyhow!(
+                    "catalog {} has an unknown type {:?}",
+                    self.id,
+                    self.catalog_type
+                ))
+            })?,
             properties: from_json(&self.properties)?,
             storage_config: from_json(&self.storage_config)?,
             created_ms: self.created_ms,

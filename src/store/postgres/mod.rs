@@ -303,6 +303,7 @@ fn catalog_record(row: &Row) -> StoreResult<CatalogRecord> {
         created_ms: row.get(4),
         updated_ms: row.get(5),
         version: row.get(6),
+        catalog_type: row.get(7),
     }
     .into_record()
 }
@@ -767,5 +768,26 @@ impl Store for PostgresStore {
                 document: "{}".into(),
             },
         })
+    }
+
+    async fn notification_stamp(
+        &self,
+        catalog: CatalogId,
+        ident: &Ident,
+    ) -> StoreResult<Option<i64>> {
+        let key = ident.namespace.key();
+        let (ns, name) = (key.as_str(), ident.name.as_str());
+        let row = self
+            .read(|client| async move {
+                Ok(client
+                    .query_opt_typed(
+                        "SELECT timestamp_ms FROM notification_stamps
+                         WHERE catalog_id = $1 AND namespace = $2 AND name = $3",
+                        &[int8(&catalog.0), text(&ns), text(&name)],
+                    )
+                    .await?)
+            })
+            .await?;
+        Ok(row.map(|r| r.get(0)))
     }
 }

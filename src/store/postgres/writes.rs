@@ -14,8 +14,8 @@ use super::{
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
-    IdempotencyRecord, LockedObjects, Mutation, ObjectWrite, PolicyWrite, StoreError, StoreResult,
-    StoredObject, WriteBatch,
+    IdempotencyRecord, LockedObjects, Mutation, NotificationStamp, ObjectWrite, PolicyWrite,
+    StoreError, StoreResult, StoredObject, WriteBatch,
 };
 
 /// Applies the batch's rows, then its mutation, in the caller's transaction.
@@ -35,6 +35,9 @@ pub(super) async fn apply_rows(q: &impl Queries, batch: &WriteBatch) -> Attempt<
     }
     if let Some(policies) = &batch.policies {
         replace_policies(q, policies).await?;
+    }
+    if let Some(stamp) = &batch.notification {
+        swap_notification_stamp(q, stamp).await?;
     }
     let applied = apply_mutation(q, batch).await?;
     if let Some(purge) = &batch.purge {
@@ -171,6 +174,50 @@ async fn replace_security(q: &impl Queries, expected: i64, document: &str) -> At
 
 /// Swaps a catalog's policy document if it is still at its expected version (0: none
 /// yet).
+/// Sets a table's notification stamp if it is still the one the caller read.
+async fn swap_notification_stamp(q: &impl Queries, stamp: &NotificationStamp) -> Attempt<()> {
+    let (catalog, ns, name) = (
+        stamp.catalog.0,
+        stamp.ident.namespace.key(),
+        &stamp.ident.name,
+    );
+    let swapped = match stamp.expected {
+        // A catalog dropped meanwhile: a lost race, not a foreign key error.
+        None => {
+            q.execute_all_typed(
+                "INSERT INTO notification_stamps (catalog_id, namespace, name, timestamp_ms)
+                 SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM catalogs WHERE id = $1)
+                 ON CONFLICT (catalog_id, namespace, name) DO NOTHING",
+                &[
+                    int8(&catalog),
+                    text(&ns),
+                    text(name),
+                    int8(&stamp.timestamp_ms),
+                ],
+            )
+            .await?
+        }
+        Some(expected) => {
+            q.execute_all_typed(
+                "UPDATE notification_stamps SET timestamp_ms = $4
+                 WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND timestamp_ms = $5",
+                &[
+                    int8(&catalog),
+                    text(&ns),
+                    text(name),
+                    int8(&stamp.timestamp_ms),
+                    int8(&expected),
+                ],
+            )
+            .await?
+        }
+    };
+    if swapped == 0 {
+        return Err(StoreError::Conflict.into());
+    }
+    Ok(())
+}
+
 async fn replace_policies(q: &impl Queries, write: &PolicyWrite) -> Attempt<()> {
     let swapped = if write.expected_version == 0 {
         match q
@@ -203,8 +250,8 @@ async fn create_catalog(q: &impl Queries, c: &CatalogRecord) -> Attempt<()> {
     let (properties, storage) = (to_json(&c.properties)?, to_json(&c.storage_config)?);
     let inserted = q
         .query_all_typed(
-            "INSERT INTO catalogs (id, name, properties, storage_config, created_ms, updated_ms, version)
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (name) DO NOTHING RETURNING id",
+            "INSERT INTO catalogs (id, name, properties, storage_config, created_ms, updated_ms, version, catalog_type)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (name) DO NOTHING RETURNING id",
             &[
                 int8(&c.id.0),
                 text(&c.name),
@@ -213,6 +260,7 @@ async fn create_catalog(q: &impl Queries, c: &CatalogRecord) -> Attempt<()> {
                 int8(&c.created_ms),
                 int8(&c.updated_ms),
                 int8(&c.version),
+                text(&c.catalog_type.as_str()),
             ],
         )
         .await?;
@@ -283,6 +331,11 @@ async fn drop_catalog(q: &impl Queries, id: CatalogId, name: &str) -> Attempt<()
     };
     q.execute_all_typed("DELETE FROM policies WHERE catalog_id = $1", &[int8(&id.0)])
         .await?;
+    q.execute_all_typed(
+        "DELETE FROM notification_stamps WHERE catalog_id = $1",
+        &[int8(&id.0)],
+    )
+    .await?;
     q.execute_all_typed(
         "DELETE FROM metrics_reports WHERE catalog_id = $1",
         &[int8(&id.0)],
@@ -368,7 +421,15 @@ async fn drop_namespace(q: &impl Queries, id: CatalogId, namespace: &Namespace) 
         .await
     {
         Ok(0) => Err(StoreError::NamespaceMissing(namespace.clone()).into()),
-        Ok(_) => Ok(()),
+        Ok(_) => {
+            // The stamps of its dropped tables: a namespace made again starts anew.
+            q.execute_all_typed(
+                "DELETE FROM notification_stamps WHERE catalog_id = $1 AND namespace = $2",
+                &[int8(&id.0), text(&key)],
+            )
+            .await?;
+            Ok(())
+        }
         Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
             Err(StoreError::NamespaceNotEmpty(namespace.clone()).into())
         }

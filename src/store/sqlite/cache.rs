@@ -568,6 +568,7 @@ mod tests {
         let record = |version: i64| CatalogRecord {
             id: CatalogId(1),
             name: "c".into(),
+            catalog_type: Default::default(),
             properties: Properties::from([("k".to_string(), "v".to_string())]),
             storage_config: serde_json::json!({"storageType": "FILE"}),
             created_ms: 1,

@@ -382,6 +382,7 @@ pub(super) fn catalog_from_row(row: &rusqlite::Row) -> rusqlite::Result<CatalogR
         created_ms: row.get(4)?,
         updated_ms: row.get(5)?,
         version: row.get(6)?,
+        catalog_type: row.get(7)?,
     })
 }
 
@@ -730,6 +731,25 @@ impl Store for SqliteStore {
             Ok(PolicyDocument { version, document })
         })
     }
+
+    async fn notification_stamp(
+        &self,
+        catalog: CatalogId,
+        ident: &Ident,
+    ) -> StoreResult<Option<i64>> {
+        let (ns, name) = (ident.namespace.key(), ident.name.clone());
+        self.read(move |conn| {
+            conn.prepare_cached(
+                "SELECT timestamp_ms FROM notification_stamps
+                 WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![catalog.0, ns, name], |r| r.get(0))
+                    .optional()
+            })
+            .map_err(internal)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -794,6 +814,7 @@ mod tests {
         let record = crate::model::CatalogRecord {
             id: C,
             name: "c".into(),
+            catalog_type: Default::default(),
             properties: Default::default(),
             storage_config: serde_json::json!({"storageType": "FILE"}),
             created_ms: 0,

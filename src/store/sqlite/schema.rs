@@ -138,6 +138,20 @@ CREATE TABLE policies (
     document   TEXT NOT NULL
 );
 "#,
+    // EXTERNAL catalogs (Polaris's static facades), and the timestamp of the last
+    // notification admitted for each of their tables: kept after a drop, so that a late
+    // notification cannot bring the table back.
+    r#"
+ALTER TABLE catalogs ADD COLUMN catalog_type TEXT NOT NULL DEFAULT 'INTERNAL'
+    CHECK (catalog_type IN ('INTERNAL', 'EXTERNAL'));
+CREATE TABLE notification_stamps (
+    catalog_id   INTEGER NOT NULL REFERENCES catalogs (id),
+    namespace    TEXT NOT NULL,
+    name         TEXT NOT NULL,
+    timestamp_ms INTEGER NOT NULL,
+    PRIMARY KEY (catalog_id, namespace, name)
+);
+"#,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> anyhow::Result<()> {

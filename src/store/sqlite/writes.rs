@@ -11,8 +11,8 @@ use super::{
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
-    CatalogRow, IdempotencyRecord, Mutation, ObjectWrite, PolicyWrite, StoreError, StoreResult,
-    StoredObject, WriteBatch, CATALOG_COLUMNS,
+    CatalogRow, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PolicyWrite,
+    StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
 };
 
 /// Applies the batch's rows, then its mutation; any error rolls all of it back.
@@ -30,6 +30,9 @@ pub(super) fn apply(
     }
     if let Some(policies) = &batch.policies {
         replace_policies(tx, policies)?;
+    }
+    if let Some(stamp) = &batch.notification {
+        swap_notification_stamp(tx, stamp)?;
     }
     let applied = apply_mutation(tx, batch, packed)?;
     if let (true, Mutation::CommitObjects { catalog, writes }) =
@@ -179,6 +182,34 @@ fn replace_security(tx: &Transaction, expected: i64, document: &str) -> StoreRes
     Ok(())
 }
 
+/// Sets a table's notification stamp if it is still the one the caller read.
+fn swap_notification_stamp(tx: &Transaction, stamp: &NotificationStamp) -> StoreResult<()> {
+    let (catalog, ns, name) = (
+        stamp.catalog.0,
+        stamp.ident.namespace.key(),
+        &stamp.ident.name,
+    );
+    let swapped = match stamp.expected {
+        // The catalog's foreign key fails for a catalog dropped meanwhile: a lost race too.
+        None => tx.execute(
+            "INSERT INTO notification_stamps (catalog_id, namespace, name, timestamp_ms)
+             SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM catalogs WHERE id = ?1)
+             ON CONFLICT (catalog_id, namespace, name) DO NOTHING",
+            params![catalog, ns, name, stamp.timestamp_ms],
+        ),
+        Some(expected) => tx.execute(
+            "UPDATE notification_stamps SET timestamp_ms = ?4
+             WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND timestamp_ms = ?5",
+            params![catalog, ns, name, stamp.timestamp_ms, expected],
+        ),
+    }
+    .map_err(internal)?;
+    if swapped == 0 {
+        return Err(StoreError::Conflict);
+    }
+    Ok(())
+}
+
 /// Swaps a catalog's policy document if it is still at its expected version (0: none
 /// yet).
 fn replace_policies(tx: &Transaction, write: &PolicyWrite) -> StoreResult<()> {
@@ -211,8 +242,8 @@ fn replace_policies(tx: &Transaction, write: &PolicyWrite) -> StoreResult<()> {
 
 fn create_catalog(tx: &Transaction, c: &CatalogRecord) -> StoreResult<()> {
     tx.execute(
-        "INSERT INTO catalogs (id, name, properties, storage_config, created_ms, updated_ms, version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![c.id.0, c.name, to_json(&c.properties)?, to_json(&c.storage_config)?, c.created_ms, c.updated_ms, c.version],
+        "INSERT INTO catalogs (id, name, properties, storage_config, created_ms, updated_ms, version, catalog_type) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![c.id.0, c.name, to_json(&c.properties)?, to_json(&c.storage_config)?, c.created_ms, c.updated_ms, c.version, c.catalog_type.as_str()],
     )
     .map_err(|e| {
         if is_unique_violation(&e) {
@@ -272,6 +303,11 @@ fn drop_catalog(tx: &Transaction, id: CatalogId, name: &str) -> StoreResult<()> 
         .map_err(internal)?;
     tx.execute("DELETE FROM policies WHERE catalog_id = ?1", [id.0])
         .map_err(internal)?;
+    tx.execute(
+        "DELETE FROM notification_stamps WHERE catalog_id = ?1",
+        [id.0],
+    )
+    .map_err(internal)?;
     if tx
         .execute("DELETE FROM catalogs WHERE id = ?1", [id.0])
         .map_err(internal)?
@@ -371,6 +407,12 @@ fn drop_namespace(tx: &Transaction, id: CatalogId, namespace: &Namespace) -> Sto
     }
     tx.execute(
         "DELETE FROM namespaces WHERE catalog_id = ?1 AND path = ?2",
+        params![id.0, key],
+    )
+    .map_err(internal)?;
+    // The stamps of its dropped tables: a namespace made again under this name starts anew.
+    tx.execute(
+        "DELETE FROM notification_stamps WHERE catalog_id = ?1 AND namespace = ?2",
         params![id.0, key],
     )
     .map_err(internal)?;
