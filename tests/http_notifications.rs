@@ -124,13 +124,21 @@ async fn notifications_mirror_a_tables_changes_in_order() {
         Some(v2.as_str())
     );
 
-    // DROP forgets the table, never its files; a late UPDATE cannot bring it back.
-    s.post(&url, &notification("DROP", 3_000, &v2))
+    // DROP forgets the table, never its files; a late UPDATE cannot bring it back. A DROP
+    // older than the last admitted is refused, one as new goes through (as in Polaris).
+    s.post(&url, &notification("DROP", 1_999, &v2))
+        .await
+        .error(409, "AlreadyExistsException");
+    assert_eq!(
+        pointer(&s, &["db", "sales"], "t").await.as_deref(),
+        Some(v2.as_str())
+    );
+    s.post(&url, &notification("DROP", 2_000, &v2))
         .await
         .ok(204);
     assert_eq!(pointer(&s, &["db", "sales"], "t").await, None);
     assert!(s.files.is_file(&v2).await, "the source's files stay");
-    s.post(&url, &notification("UPDATE", 2_500, &v1))
+    s.post(&url, &notification("UPDATE", 2_000, &v1))
         .await
         .error(409, "AlreadyExistsException");
     assert_eq!(pointer(&s, &["db", "sales"], "t").await, None);
@@ -142,9 +150,15 @@ async fn notifications_mirror_a_tables_changes_in_order() {
         Some(v1.as_str())
     );
 
-    // A DROP of a table that is not there changes nothing (Polaris answers 204 too).
+    // A DROP of a table that is not there changes nothing (Polaris answers 204 too); it
+    // needs no metadata location.
     let absent = notifications_url("mirror", &["db"], "absent");
-    s.post(&absent, &notification("DROP", 1, &v1)).await.ok(204);
+    let mut drop = notification("DROP", 1, &v1);
+    drop["payload"]
+        .as_object_mut()
+        .unwrap()
+        .remove("metadata-location");
+    s.post(&absent, &drop).await.ok(204);
     assert!(names(
         &s.get(&format!("{MIRROR}/namespaces/db/tables"))
             .await
@@ -211,7 +225,9 @@ async fn an_external_catalogs_tables_and_views_refuse_rest_writes() {
         let message = s.post(&path, &body).await.error(400, "BadRequestException");
         assert!(message.contains("EXTERNAL"), "{what}: {message}");
     }
-    s.delete(&table).await.error(400, "BadRequestException");
+    s.delete(&format!("{table}?purgeRequested=true"))
+        .await
+        .error(400, "BadRequestException");
     assert_eq!(s.get(&table).await.ok(200).json(), before);
     assert_eq!(
         names(
@@ -222,13 +238,17 @@ async fn an_external_catalogs_tables_and_views_refuse_rest_writes() {
         ),
         vec!["t"]
     );
-    // Namespaces are the catalog's own, as in Polaris.
+    // Namespaces are the catalog's own, as in Polaris, and a table may be dropped
+    // without purge (its files stay: they are the source's).
     s.post(
         &format!("{MIRROR}/namespaces"),
         &json!({ "namespace": ["own"] }),
     )
     .await
     .ok(200);
+    s.delete(&table).await.ok(204);
+    s.get(&table).await.error(404, "NoSuchTableException");
+    assert!(s.files.is_file(&v1).await);
 }
 
 #[tokio::test]
@@ -259,6 +279,11 @@ async fn bad_notifications_are_refused_and_change_nothing() {
             json!({ "notification-type": "CREATE", "payload": {
             "table-name": "t", "table-uuid": "u", "metadata-location": v1 } }),
             "timestamp",
+        ),
+        (
+            json!({ "notification-type": "UPDATE", "payload": {
+            "table-name": "t", "table-uuid": "u", "timestamp": 1 } }),
+            "metadata-location",
         ),
     ] {
         let message = s.post(&url, &body).await.error(400, "BadRequestException");

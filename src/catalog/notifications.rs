@@ -3,7 +3,8 @@
 //! sends them to keep an Open Catalog copy of its Iceberg tables).
 //!
 //! - Only an EXTERNAL catalog takes them (400 for an INTERNAL one), and only they change
-//!   its tables and views: every REST write there is a 400 (`objects::require_internal`).
+//!   its tables and views: every other REST write there is a 400 but a drop without purge,
+//!   which Polaris allows too (`objects::require_internal`).
 //! - CREATE and UPDATE point the table at the notified metadata file, making the table
 //!   (and any missing namespace above it) if needed. The file must lie in the catalog's
 //!   allowed locations and inside the table's own location, and is read and parsed as
@@ -13,10 +14,10 @@
 //! - VALIDATE changes nothing: it checks the catalog, the caller's privileges and that
 //!   the location (a metadata file or a directory) is allowed.
 //! - Order: each table keeps the timestamp of the last notification admitted, in the
-//!   same store transaction as the change. One not newer is a 409
-//!   (`AlreadyExistsException`, as in Polaris). Unlike Polaris, a DROP is ordered too, and
-//!   the timestamp outlives the table, so a late UPDATE cannot bring a dropped table back;
-//!   dropping the namespace (or the catalog) clears it.
+//!   same store transaction as the change. A CREATE or UPDATE not newer is a 409
+//!   (`AlreadyExistsException`, as in Polaris). Unlike Polaris, a DROP older than the
+//!   last is refused too, and the timestamp outlives the table, so a late UPDATE cannot
+//!   bring a dropped table back; dropping the namespace (or the catalog) clears it.
 //! - Privileges: as Polaris, TABLE_CREATE, TABLE_WRITE_PROPERTIES, TABLE_DROP,
 //!   NAMESPACE_CREATE and NAMESPACE_DROP on the catalog.
 
@@ -49,6 +50,16 @@ pub struct Notification {
     /// The sender's clock: each must be newer than the last admitted for the table.
     pub timestamp_ms: i64,
     pub metadata_location: String,
+}
+
+/// Which timestamps a notification needs, against the last one admitted for its table.
+#[derive(Debug, Clone, Copy)]
+enum Order {
+    /// Newer: CREATE and UPDATE.
+    Newer,
+    /// Not older: a DROP as new as the last UPDATE goes through (Polaris does not order
+    /// DROPs at all; its tests send one with the UPDATE's timestamp).
+    NotOlder,
 }
 
 /// What Polaris asks of a notification's sender, on the catalog.
@@ -130,7 +141,8 @@ impl Catalog {
         self.create_missing_namespaces(ctx, record, &ident.namespace)
             .await?;
 
-        self.admit(ctx, record, ident, notification.timestamp_ms, |current| {
+        let timestamp = notification.timestamp_ms;
+        self.admit(ctx, record, ident, timestamp, Order::Newer, |current| {
             let mut drafts = Vec::new();
             let expected = match current {
                 Some(object) if object.kind == ObjectKind::Table => {
@@ -153,7 +165,11 @@ impl Catalog {
                 metadata_location: location.to_string(),
                 metadata: document.clone(),
                 location: table_location.clone(),
-                check_location: true,
+                // As in Polaris, no overlap check: notifications are ordered per table
+                // only, so a source's rename (or a table made again elsewhere under
+                // another name) may arrive as the new name's CREATE before the old
+                // name's DROP, at the same location. A facade never purges files.
+                check_location: false,
             };
             drafts.push(write_event(Operation::RegisterTable, &write, &uuid));
             let commit = Mutation::CommitObjects {
@@ -172,44 +188,56 @@ impl Catalog {
         ident: &Ident,
         timestamp_ms: i64,
     ) -> CatalogResult<()> {
-        self.admit(ctx, record, ident, timestamp_ms, |current| match current {
-            Some(object) if object.kind == ObjectKind::Table => {
-                let Identity { uuid, .. } = identity(object.kind, &object.metadata)?;
-                let before = &object.metadata_location;
-                let event = drop_event(object.kind, ident, &uuid, before, false);
-                let drop = Mutation::DropObject {
-                    catalog: record.id,
-                    kind: ObjectKind::Table,
-                    ident: ident.clone(),
-                    expected: object.metadata_location,
-                    // The files and their history are the source catalog's.
-                    retain: None,
-                };
-                Ok((drop, vec![event]))
-            }
-            Some(_) => Err(object_missing(ObjectKind::Table, ident)),
-            // Nothing to drop: only the timestamp is kept, which orders later ones.
-            None => Ok((Mutation::None, Vec::new())),
-        })
+        self.admit(
+            ctx,
+            record,
+            ident,
+            timestamp_ms,
+            Order::NotOlder,
+            |current| match current {
+                Some(object) if object.kind == ObjectKind::Table => {
+                    let Identity { uuid, .. } = identity(object.kind, &object.metadata)?;
+                    let before = &object.metadata_location;
+                    let event = drop_event(object.kind, ident, &uuid, before, false);
+                    let drop = Mutation::DropObject {
+                        catalog: record.id,
+                        kind: ObjectKind::Table,
+                        ident: ident.clone(),
+                        expected: object.metadata_location,
+                        // The files and their history are the source catalog's.
+                        retain: None,
+                    };
+                    Ok((drop, vec![event]))
+                }
+                Some(_) => Err(object_missing(ObjectKind::Table, ident)),
+                // Nothing to drop: only the timestamp is kept, which orders later ones.
+                None => Ok((Mutation::None, Vec::new())),
+            },
+        )
         .await
     }
 
-    /// Admits a notification newer than the table's last: `change` makes the mutation
-    /// and event drafts from the table as stored, and they commit with the new timestamp
-    /// (read again if another node admitted one meanwhile).
+    /// Admits a notification in `order` with the table's last: `change` makes the
+    /// mutation and event drafts from the table as stored, and they commit with the
+    /// timestamp (read again if another node admitted one meanwhile).
     async fn admit(
         &self,
         ctx: &RequestContext,
         record: &CatalogRecord,
         ident: &Ident,
         timestamp_ms: i64,
+        order: Order,
         change: impl Fn(Option<StoredObject>) -> CatalogResult<(Mutation, Vec<Draft>)>,
     ) -> CatalogResult<()> {
         let _guards = self.commit_locks.lock(record.id, &[ident]).await;
         let attempts = self.settings.max_commit_attempts.max(1);
         for attempt in 1..=attempts {
             let stamp = self.store.notification_stamp(record.id, ident).await?;
-            if let Some(admitted) = stamp.filter(|s| timestamp_ms <= *s) {
+            let refused = match order {
+                Order::Newer => stamp.filter(|s| timestamp_ms <= *s),
+                Order::NotOlder => stamp.filter(|s| timestamp_ms < *s),
+            };
+            if let Some(admitted) = refused {
                 return Err(out_of_order(ident, admitted));
             }
             let (mutation, drafts) = change(self.store.load_object(&record.name, ident).await?)?;
@@ -219,11 +247,17 @@ impl Catalog {
                 catalog: record.id,
                 ident: ident.clone(),
                 expected: stamp,
-                timestamp_ms,
+                timestamp_ms: stamp.map_or(timestamp_ms, |s| s.max(timestamp_ms)),
             });
             match self.apply(batch, None).await {
                 Ok(_) => return Ok(()),
                 Err(StoreError::Conflict) if attempt < attempts => continue,
+                // Not a 409: a sender takes that for "out of order" and gives up.
+                Err(StoreError::Conflict) => {
+                    return Err(CatalogError::Unavailable(format!(
+                        "Notifications for table {ident} kept losing to concurrent ones; retry"
+                    )))
+                }
                 Err(e) => return Err(e.into()),
             }
         }

@@ -34,10 +34,10 @@ pub(super) fn by_kind<T>(kind: ObjectKind, table: T, view: T) -> T {
     }
 }
 
-/// A table or view as a securable (a generic table is a table to grants).
 /// An EXTERNAL catalog's tables and views follow their source catalog through
-/// notifications only (as Polaris's static facades do): every REST write to one is a 400.
-/// Generic tables are not mirrored, and stay writable.
+/// notifications only (as Polaris's static facades do): a REST write to one is a 400
+/// (but for a drop without purge, which Polaris allows too). Generic tables are not
+/// mirrored, and stay writable.
 pub(super) fn require_internal(
     catalog: &CatalogRecord,
     kind: ObjectKind,
@@ -53,6 +53,7 @@ pub(super) fn require_internal(
     Ok(())
 }
 
+/// A table or view as a securable (a generic table is a table to grants).
 pub(super) fn securable(kind: ObjectKind, ident: &Ident) -> Securable {
     match kind {
         ObjectKind::Table | ObjectKind::GenericTable => Securable::table(ident),
@@ -392,7 +393,10 @@ impl Catalog {
         let drop = by_kind(kind, Privilege::TABLE_DROP, Privilege::VIEW_DROP);
         ctx.require(catalog, drop, &securable(kind, ident))?;
         let record = self.get_catalog(catalog).await?;
-        require_internal(&record, kind, "drop")?;
+        if purge {
+            // The files are the source catalog's.
+            require_internal(&record, kind, "purge")?;
+        }
         let _guards = self.commit_locks.lock(record.id, &[ident]).await;
         let target = &record;
         let dropped = self

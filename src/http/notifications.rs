@@ -30,8 +30,10 @@ struct NotificationRequest {
 }
 
 /// Polaris's `TableUpdateNotification`: every field but `metadata` is required, as in
-/// its spec. Polaris names the table by the path and so does Floe: `table-name`,
-/// `table-uuid` and `metadata` are not used (the uuid is the metadata file's own).
+/// its spec, but `metadata-location` for a DROP (which reads no file; Polaris's own tests
+/// send DROPs without one). Polaris names the table by the path and so does Floe:
+/// `table-name`, `table-uuid` and `metadata` are not used (the uuid is the metadata
+/// file's own).
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case")]
 #[allow(dead_code)] // required by the spec, read by no one
@@ -39,7 +41,8 @@ struct TableUpdateNotification {
     table_name: String,
     timestamp: i64,
     table_uuid: String,
-    metadata_location: String,
+    #[serde(default)]
+    metadata_location: Option<String>,
     #[serde(default)]
     metadata: Option<Value>,
 }
@@ -61,10 +64,19 @@ async fn notify(
             )))
         }
     };
+    let metadata_location = match (kind, body.payload.metadata_location) {
+        (_, Some(location)) => location,
+        (NotificationType::Drop, None) => String::new(),
+        (_, None) => {
+            return Err(ApiError::bad_request(
+                "payload.metadata-location is required but for a DROP",
+            ))
+        }
+    };
     let notification = Notification {
         kind,
         timestamp_ms: body.payload.timestamp,
-        metadata_location: body.payload.metadata_location,
+        metadata_location,
     };
     state
         .catalog

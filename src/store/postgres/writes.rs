@@ -172,8 +172,6 @@ async fn replace_security(q: &impl Queries, expected: i64, document: &str) -> At
     Ok(())
 }
 
-/// Swaps a catalog's policy document if it is still at its expected version (0: none
-/// yet).
 /// Sets a table's notification stamp if it is still the one the caller read.
 async fn swap_notification_stamp(q: &impl Queries, stamp: &NotificationStamp) -> Attempt<()> {
     let (catalog, ns, name) = (
@@ -183,8 +181,8 @@ async fn swap_notification_stamp(q: &impl Queries, stamp: &NotificationStamp) ->
     );
     let swapped = match stamp.expected {
         // A catalog dropped meanwhile: a lost race, not a foreign key error.
-        None => {
-            q.execute_all_typed(
+        None => match q
+            .execute_all_typed(
                 "INSERT INTO notification_stamps (catalog_id, namespace, name, timestamp_ms)
                  SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM catalogs WHERE id = $1)
                  ON CONFLICT (catalog_id, namespace, name) DO NOTHING",
@@ -195,8 +193,14 @@ async fn swap_notification_stamp(q: &impl Queries, stamp: &NotificationStamp) ->
                     int8(&stamp.timestamp_ms),
                 ],
             )
-            .await?
-        }
+            .await
+        {
+            // The catalog's drop committed while this waited for its row.
+            Err(e) if has_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) => {
+                return Err(StoreError::Conflict.into())
+            }
+            other => other?,
+        },
         Some(expected) => {
             q.execute_all_typed(
                 "UPDATE notification_stamps SET timestamp_ms = $4
@@ -218,6 +222,8 @@ async fn swap_notification_stamp(q: &impl Queries, stamp: &NotificationStamp) ->
     Ok(())
 }
 
+/// Swaps a catalog's policy document if it is still at its expected version (0: none
+/// yet).
 async fn replace_policies(q: &impl Queries, write: &PolicyWrite) -> Attempt<()> {
     let swapped = if write.expected_version == 0 {
         match q
@@ -308,6 +314,14 @@ async fn update_catalog(q: &impl Queries, expected_version: i64, c: &CatalogReco
 
 async fn drop_catalog(q: &impl Queries, id: CatalogId, name: &str) -> Attempt<()> {
     let not_empty = || Failure::Store(StoreError::CatalogNotEmpty(name.to_string()));
+    // The row is locked first: a notification's stamp, which needs no namespace, either
+    // committed before (and is deleted below) or waits and then finds the catalog gone,
+    // rather than breaking the foreign key of the catalog's own delete.
+    q.query_opt_typed(
+        "SELECT 1 FROM catalogs WHERE id = $1 FOR UPDATE",
+        &[int8(&id.0)],
+    )
+    .await?;
     let children = q
         .query_opt_typed(
             "SELECT 1 FROM namespaces WHERE catalog_id = $1 AND path <> '' LIMIT 1",
