@@ -21,17 +21,15 @@
 //! - Privileges: as Polaris, TABLE_CREATE, TABLE_WRITE_PROPERTIES, TABLE_DROP,
 //!   NAMESPACE_CREATE and NAMESPACE_DROP on the catalog.
 
-use iceberg::spec::TableMetadata;
-
-use super::commit::metadata_json;
 use super::error::{object_exists, object_missing, CatalogError, CatalogResult};
 use super::locations::check_allowed;
-use super::objects::{drop_event, identity, write_event, Identity};
+use super::objects::{drop_event, identity, write_event, Identity, Registered};
+use super::tables::table_registered;
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{Draft, Operation};
 use crate::model::{CatalogRecord, CatalogType, Ident, Namespace, ObjectKind, Properties};
-use crate::storage::is_within;
+use crate::storage::{canonical_location, is_within};
 use crate::store::{Mutation, NotificationStamp, ObjectWrite, StoreError, StoredObject};
 
 /// What a notification says happened to the table.
@@ -119,25 +117,23 @@ impl Catalog {
         notification: &Notification,
     ) -> CatalogResult<()> {
         let location = notification.metadata_location.as_str();
-        // Only files inside the catalog's locations are read (as for a register).
-        let file = check_allowed(record, location)?;
-        let bytes = self
-            .files
-            .for_catalog(record)
-            .read(location, self.settings.max_metadata_file_bytes)
+        let (registered, table_location) = self
+            .read_registered(record, location, |bytes| table_registered(location, bytes))
             .await?;
-        let metadata: TableMetadata = serde_json::from_slice(&bytes).map_err(|e| {
-            CatalogError::bad_request(format!("{location} is not valid table metadata: {e}"))
-        })?;
-        let table_location = check_allowed(record, metadata.location())?;
-        if !is_within(&file, std::slice::from_ref(&table_location)) {
+        if !is_within(
+            &canonical_location(location)?,
+            std::slice::from_ref(&table_location),
+        ) {
             return Err(CatalogError::bad_request(format!(
                 "Metadata file {location} is not inside its table's location {}",
-                metadata.location()
+                registered.location
             )));
         }
-        let uuid = metadata.uuid().to_string();
-        let document = metadata_json(&metadata)?;
+        let Registered {
+            uuid,
+            metadata: document,
+            ..
+        } = registered;
         self.create_missing_namespaces(ctx, record, &ident.namespace)
             .await?;
 

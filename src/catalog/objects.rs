@@ -231,6 +231,28 @@ impl Catalog {
         Ok(writes.into_iter().next().expect("a create has one write"))
     }
 
+    /// Reads and parses an existing metadata file of the catalog (a register's, a
+    /// notification's), and returns it with its object's location in canonical form.
+    /// Only files inside the catalog's locations are read: a request must not be a way to
+    /// read (or probe for) arbitrary files of the server; the location it names must be
+    /// allowed too.
+    pub(super) async fn read_registered(
+        &self,
+        record: &CatalogRecord,
+        metadata_location: &str,
+        parse: impl FnOnce(&[u8]) -> CatalogResult<Registered>,
+    ) -> CatalogResult<(Registered, String)> {
+        check_allowed(record, metadata_location)?;
+        let bytes = self
+            .files
+            .for_catalog(record)
+            .read(metadata_location, self.settings.max_metadata_file_bytes)
+            .await?;
+        let registered = parse(&bytes)?;
+        let canonical = check_allowed(record, &registered.location)?;
+        Ok((registered, canonical))
+    }
+
     /// Registers an existing metadata file as a table or view (with `overwrite`, points
     /// an existing one of the same kind at it).
     #[allow(clippy::too_many_arguments)] // each is one part of the request
@@ -258,16 +280,9 @@ impl Catalog {
         let record = self.get_catalog(catalog).await?;
         require_internal(&record, kind, "register")?;
         self.namespace_properties(catalog, &ident.namespace).await?;
-        // Only read files inside the catalog's locations: a register request must not be a
-        // way to read (or probe for) arbitrary files of the server.
-        check_allowed(&record, metadata_location)?;
-        let bytes = self
-            .files
-            .for_catalog(&record)
-            .read(metadata_location, self.settings.max_metadata_file_bytes)
+        let (registered, canonical) = self
+            .read_registered(&record, metadata_location, parse)
             .await?;
-        let registered = parse(&bytes)?;
-        let canonical = check_allowed(&record, &registered.location)?;
         let writes = self
             .commit_with_retry(
                 ctx,

@@ -582,18 +582,7 @@ impl Catalog {
         metadata_location: &str,
         overwrite: bool,
     ) -> CatalogResult<LoadedTable> {
-        let parse = |bytes: &[u8]| {
-            let metadata: TableMetadata = serde_json::from_slice(bytes).map_err(|e| {
-                CatalogError::bad_request(format!(
-                    "{metadata_location} is not valid table metadata: {e}"
-                ))
-            })?;
-            Ok(Registered {
-                location: metadata.location().to_string(),
-                metadata: metadata_json(&metadata)?,
-                uuid: metadata.uuid().to_string(),
-            })
-        };
+        let parse = |bytes: &[u8]| table_registered(metadata_location, bytes);
         let write = self
             .register_object(
                 ctx,
@@ -654,6 +643,21 @@ fn into_loaded(write: ObjectWrite) -> LoadedTable {
         metadata_location: Some(write.metadata_location),
         metadata: write.metadata,
     }
+}
+
+/// A table's metadata file read for a register or a notification: its document, location
+/// and uuid.
+pub(super) fn table_registered(metadata_location: &str, bytes: &[u8]) -> CatalogResult<Registered> {
+    let metadata: TableMetadata = serde_json::from_slice(bytes).map_err(|e| {
+        CatalogError::bad_request(format!(
+            "{metadata_location} is not valid table metadata: {e}"
+        ))
+    })?;
+    Ok(Registered {
+        location: metadata.location().to_string(),
+        metadata: metadata_json(&metadata)?,
+        uuid: metadata.uuid().to_string(),
+    })
 }
 
 #[cfg(test)]
