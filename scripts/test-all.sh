@@ -345,11 +345,11 @@ if [[ " ${FLOE_TEST_STORES:-embedded postgres} " == *" postgres "* ]]; then
     run_step "store contract and HTTP tests on PostgreSQL" \
       cargo test --release "${locked[@]}" --test store_contract --test http_api \
       --test http_errors --test http_idempotency --test http_auth --test http_oidc \
-      --test http_scan || true
+      --test http_scan --test http_notifications || true
     run_step "HTTP tests on PostgreSQL with --db-group-commit false" \
       env FLOE_DB_GROUP_COMMIT=false cargo test --release "${locked[@]}" --test http_api \
       --test http_errors --test http_idempotency --test http_auth --test http_oidc \
-      --test http_scan || true
+      --test http_scan --test http_notifications || true
     run_step "Iceberg REST Compatibility Kit on PostgreSQL" "$ROOT/tests/rck/run.sh" || true
     run_step "Iceberg REST Compatibility Kit on PostgreSQL with --db-group-commit false" \
       env FLOE_DB_GROUP_COMMIT=false "$ROOT/tests/rck/run.sh" || true

@@ -1161,17 +1161,21 @@ async fn notifications_need_polaris_five_privileges_on_the_catalog() {
 
     // A DROP of a table that is not there reads no file: only the privileges decide.
     let url = "/v1/mirror/namespaces/db/tables/t/notifications";
-    let drop = json!({"notification-type": "DROP", "payload": {"table-name": "t",
-        "timestamp": 1, "table-uuid": "u", "metadata-location": "file:///nowhere/m.json"}});
+    let drop = |timestamp: i64| {
+        json!({"notification-type": "DROP", "payload": {"table-name": "t",
+            "timestamp": timestamp, "table-uuid": "u",
+            "metadata-location": "file:///nowhere/m.json"}})
+    };
     let message = partial
-        .post(url, &drop)
+        .post(url, &drop(2))
         .await
         .error(403, "ForbiddenException");
     assert!(message.contains("NAMESPACE_DROP"), "{message}");
-    // The refused one admitted nothing: the same timestamp still goes through, once.
-    sender.post(url, &drop).await.ok(204);
+    // The refused one admitted nothing: an older timestamp still goes through,
+    // and only then is one older than it refused.
+    sender.post(url, &drop(1)).await.ok(204);
     sender
-        .post(url, &drop)
+        .post(url, &drop(0))
         .await
         .error(409, "AlreadyExistsException");
 }

@@ -5,8 +5,9 @@
 #
 # Starts a throwaway SeaweedFS with STS (scripts/s3-server.sh, loopback only), then runs
 # `cargo test --release --test http_api --test http_errors --test http_idempotency
-# --test http_auth --test http_scan` with FLOE_TEST_S3_ENDPOINT set: each test server's
-# default catalog is then an S3 catalog with a warehouse of its own (tests/common/files.rs), the server
+# --test http_auth --test http_scan --test http_notifications` with FLOE_TEST_S3_ENDPOINT
+# set: each test server's default catalog is then an S3 catalog with a warehouse of its
+# own (tests/common/files.rs), the server
 # holds the S3 admin keys (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as a deployed one
 # would), and the tests' file checks (a purge deleted the table's files, a refused
 # request wrote nothing) read the bucket. The S3 server is stopped and deleted afterwards.
@@ -45,4 +46,4 @@ export AWS_REGION=us-east-1
 
 cd "$ROOT"
 cargo test --release --test http_api --test http_errors --test http_idempotency \
-  --test http_auth --test http_scan "$@"
+  --test http_auth --test http_scan --test http_notifications "$@"
