@@ -3,6 +3,9 @@
 
     bench/scan-plan.py [--files 2000] [--appends 200] [--runs 7] [--floe BINARY]
 
+(more than 10,000 files make the whole-table plan come in plan tasks: `--files 30000
+--appends 300` measures them.)
+
 Starts `target/release/floe serve` (embedded store, auth off) on a free loopback port
 with a fresh data dir, creates a table partitioned by identity(`part`) with PyIceberg and
 appends `--appends` batches of `--files / --appends` partitions each (so each append adds
@@ -108,7 +111,21 @@ def main() -> int:
             r.raise_for_status()
             return r.json()
 
-        assert len(http({})["file-scan-tasks"]) == args.appends * per_append
+        def every_page(body):
+            """The plan and every plan task it hands out, one after another: the tasks."""
+            answer = http(body)
+            tasks = len(answer["file-scan-tasks"])
+            pending = list(answer.get("plan-tasks", []))
+            while pending:
+                r = session.post(plan_url.removesuffix("/plan") + "/tasks",
+                                 json={"plan-task": pending.pop()}, timeout=600)
+                r.raise_for_status()
+                page = r.json()
+                tasks += len(page["file-scan-tasks"])
+                pending.extend(page.get("plan-tasks", []))
+            return tasks
+
+        assert every_page({}) == args.appends * per_append
         assert len(http(one)["file-scan-tasks"]) == 1
         local_t = client.load_table(("bench", "t"))
         remote_t = server_side.load_table(("bench", "t"))
@@ -127,6 +144,7 @@ def main() -> int:
         assert len(http(ranged)["file-scan-tasks"]) == 10
         cases = {
             "HTTP POST /plan, whole table": lambda: http({}),
+            "HTTP POST /plan and its plan tasks, whole table": lambda: every_page({}),
             "HTTP POST /plan, one partition": lambda: http(one),
             "PyIceberg client-side plan_files, whole table": lambda: list(local_t.scan().plan_files()),
             "PyIceberg client-side plan_files, one partition":

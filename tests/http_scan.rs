@@ -782,6 +782,85 @@ async fn commit_snapshot_pointing_at(s: &Server, name: &str, list: &str) {
     .ok(200);
 }
 
+/// Several manifests too many tasks for one answer: the plan is split by manifests, each
+/// plan task answers its own, and the delete files reach data files in every group.
+#[tokio::test]
+async fn large_plans_over_several_manifests_are_split_by_manifest() {
+    let s = Server::start().await;
+    s.create_namespace(NS).await;
+    let table = partitioned_table(&s, "wide").await;
+    let at = |f: &str| format!("{}/{f}", table.location());
+    let per_manifest = floe::catalog::scan::PAGE_TASKS * 2 / 5;
+    let mut manifests = Vec::new();
+    for m in 0..3 {
+        let files = (0..per_manifest)
+            .map(|i| {
+                let part = if i % 2 == 0 { "even" } else { "odd" };
+                data_file(&at(&format!("data/m{m}-{i:06}.parquet")), part, (1, 2))
+            })
+            .collect();
+        manifests
+            .push(manifest(&s, &table, at(&format!("metadata/m{m}.avro")), files, false).await);
+    }
+    let deletes = vec![position_deletes(&at("data/odd-deletes.parquet"), "odd")];
+    manifests.push(manifest(&s, &table, at("metadata/deletes.avro"), deletes, true).await);
+    commit_snapshot(&s, "wide", at("metadata/snap-1.avro"), manifests).await;
+
+    let tasks_url = format!("{}/tasks", table_url(NS, "wide"));
+    // An incremental scan reads what was appended: no delete files.
+    let check = |answer: &Value, seen: &mut BTreeSet<String>, incremental: bool| {
+        let deletes = answer["delete-files"].as_array().unwrap();
+        for task in answer["file-scan-tasks"].as_array().unwrap() {
+            let path = task["data-file"]["file-path"].as_str().unwrap();
+            assert!(seen.insert(path.to_owned()), "{path} planned twice");
+            let odd = task["data-file"]["partition"] == json!(["odd"]);
+            let references = task.get("delete-file-references");
+            assert_eq!(references.is_some(), odd && !incremental, "{task}");
+            if let Some(references) = references {
+                let index = references[0].as_u64().unwrap() as usize;
+                assert_eq!(deletes[index]["file-path"], at("data/odd-deletes.parquet"));
+            }
+        }
+    };
+    for filter in [
+        json!({}),
+        json!({ "filter": { "type": "eq", "term": "id", "value": 1 } }),
+        json!({ "end-snapshot-id": 1 }),
+    ] {
+        let incremental = filter.get("end-snapshot-id").is_some();
+        let first = s.post(&plan_url("wide"), &filter).await.ok(200).json();
+        // Two manifests fill the first answer; the third is one plan task.
+        assert_eq!(
+            first["file-scan-tasks"].as_array().unwrap().len(),
+            2 * per_manifest,
+            "{filter}"
+        );
+        let plan_tasks = first["plan-tasks"].as_array().unwrap().clone();
+        assert_eq!(plan_tasks.len(), 1, "{filter}");
+        let mut seen = BTreeSet::new();
+        check(&first, &mut seen, incremental);
+        let rest = s
+            .post(&tasks_url, &json!({ "plan-task": plan_tasks[0] }))
+            .await
+            .ok(200)
+            .json();
+        assert!(rest.get("plan-tasks").is_none(), "{filter}");
+        assert_eq!(
+            rest["file-scan-tasks"].as_array().unwrap().len(),
+            per_manifest
+        );
+        check(&rest, &mut seen, incremental);
+        assert_eq!(seen.len(), 3 * per_manifest, "{filter}: every file once");
+    }
+    // A filter that keeps a partition fits one answer again.
+    let odd = json!({ "filter": { "type": "eq", "term": "data", "value": "odd" } });
+    let answer = s.post(&plan_url("wide"), &odd).await.ok(200).json();
+    assert!(answer.get("plan-tasks").is_none());
+    let mut seen = BTreeSet::new();
+    check(&answer, &mut seen, false);
+    assert_eq!(seen.len(), 3 * per_manifest / 2);
+}
+
 #[tokio::test]
 async fn large_plans_come_in_pages_through_plan_tasks() {
     let s = Server::start().await;

@@ -57,18 +57,25 @@ pub fn range(
     }
 }
 
-/// What an incremental plan scans: the range's own data manifests, and the files its
-/// appends added (with their spec ids), by path.
+/// What an incremental plan scans: the range's own data manifests (all of them, in
+/// order: a plan task names its share by position), and the files its appends added in
+/// the manifests in scope, by path.
 pub struct Appended {
     pub manifests: Vec<ManifestFile>,
-    pub files: HashMap<String, (DataFile, i32)>,
+    pub files: HashMap<String, Found>,
 }
 
-/// Reads the manifest lists and manifests of the range's `append` snapshots.
+/// A planned file's whole entry: the file, its spec id, and the position of the
+/// manifest that holds it in the plan's manifest order.
+pub type Found = (DataFile, i32, usize);
+
+/// Reads the manifest lists of the range's `append` snapshots, and the manifests among
+/// theirs whose position `in_scope` accepts.
 pub async fn appended(
     io: &FileIO,
     metadata: &TableMetadata,
     snapshots: &[SnapshotRef],
+    in_scope: impl Fn(usize) -> bool,
 ) -> iceberg::Result<Appended> {
     let mut manifests = Vec::new();
     let mut files = HashMap::new();
@@ -88,12 +95,15 @@ pub async fn appended(
             {
                 continue;
             }
-            for entry in manifest.load_manifest(io).await?.entries() {
-                if entry.status() == ManifestStatus::Added && entry.snapshot_id() == Some(id) {
-                    files.insert(
-                        entry.file_path().to_owned(),
-                        (entry.data_file().clone(), manifest.partition_spec_id),
-                    );
+            let index = manifests.len();
+            if in_scope(index) {
+                for entry in manifest.load_manifest(io).await?.entries() {
+                    if entry.status() == ManifestStatus::Added && entry.snapshot_id() == Some(id) {
+                        files.insert(
+                            entry.file_path().to_owned(),
+                            (entry.data_file().clone(), manifest.partition_spec_id, index),
+                        );
+                    }
                 }
             }
             manifests.push(manifest.clone());
@@ -102,7 +112,8 @@ pub async fn appended(
     Ok(Appended { manifests, files })
 }
 
-/// A manifest list of these manifests, as the end snapshot's would be written.
+/// A manifest list of these manifests, as the end snapshot's would be written: what a
+/// plan scans in place of the snapshot's own list (kept in memory, never written).
 pub async fn manifest_list(
     metadata: &TableMetadata,
     end: &SnapshotRef,

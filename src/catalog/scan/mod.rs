@@ -12,11 +12,14 @@
 //!    (`files.rs` keeps what it read), to encode each file (`encode.rs`).
 //!
 //! Plans are synchronous and the server keeps nothing: the answer is `completed` with
-//! every task, or, past [`PAGE_TASKS`] tasks, the first page and one *plan task*. A plan
-//! task is the request itself, pinned to its snapshot and the table's UUID, with the
-//! offset of the next page: any node can serve it, and a client that edits one gets no
-//! more than it could ask for directly (access is checked again). Tasks are ordered by
-//! data file path, so pages of one pinned plan neither overlap nor miss files.
+//! every task, or, past [`PAGE_TASKS`] tasks, the tasks of a first group of manifests and
+//! one *plan task* per other group. A plan task is the request itself, pinned to its
+//! snapshot and the table's UUID, with the positions of its manifests and the offset of
+//! its page: any node can serve it, and a client that edits one gets no more than it
+//! could ask for directly (access is checked again; its manifests are taken from the
+//! pinned snapshot's). Groups are consecutive runs of the manifest list, and tasks within
+//! one are ordered by data file path, so the answers of one plan neither overlap nor
+//! miss files.
 //!
 //! Incremental scans (`start-snapshot-id`, `end-snapshot-id`) plan the files the range's
 //! appends added (`incremental.rs`), through the same scan.
@@ -41,7 +44,10 @@ use std::collections::{HashMap, HashSet};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use futures_util::TryStreamExt;
-use iceberg::spec::{ManifestList, Schema, StructType, TableMetadata};
+use iceberg::scan::FileScanTask;
+use iceberg::spec::{
+    ManifestContentType, ManifestFile, ManifestList, Schema, StructType, TableMetadata,
+};
 use iceberg::table::Table;
 use iceberg::Runtime;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -89,13 +95,19 @@ fn yes() -> bool {
     true
 }
 
-/// A plan task: the request pinned to a table and snapshot, and where the next page
-/// starts. Sent base64url-encoded; opaque to clients.
+/// A plan task: the request pinned to a table and snapshot, the manifests it plans, and
+/// where its page starts among their tasks. Sent base64url-encoded; opaque to clients.
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 struct PlanTask {
     table_uuid: String,
     offset: usize,
+    /// The manifests this task plans, `[from, to)` by position in the plan's manifest
+    /// order (the snapshot's manifest list, or an incremental range's own manifests);
+    /// delete manifests are always read. None: all of them (also what a task handed
+    /// out before manifests were named means).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    manifests: Option<(usize, usize)>,
     request: ScanRequest,
 }
 
@@ -155,7 +167,7 @@ impl Catalog {
         }
         let metadata = parse_metadata(&table)?;
         let mut page = self
-            .plan_page(catalog, ident, &metadata, request, 0)
+            .plan_page(catalog, ident, &metadata, request, None, 0)
             .await?;
         page["status"] = "completed".into();
         page["plan-id"] = format!("{SYNC_PLAN_PREFIX}{}", uuid::Uuid::new_v4()).into();
@@ -191,8 +203,19 @@ impl Catalog {
         if !pinned || decoded.table_uuid != metadata.uuid().to_string() || expired {
             return Err(no_such_task(task));
         }
-        self.plan_page(catalog, ident, &metadata, decoded.request, decoded.offset)
-            .await
+        let scope = decoded.manifests;
+        if scope.is_some_and(|(from, to)| from >= to) {
+            return Err(no_such_task(task));
+        }
+        self.plan_page(
+            catalog,
+            ident,
+            &metadata,
+            decoded.request,
+            scope,
+            decoded.offset,
+        )
+        .await
     }
 
     /// `DELETE …/plan/{plan-id}`: plans are answered in full when submitted and nothing
@@ -252,14 +275,20 @@ impl Catalog {
             .await
     }
 
-    /// One page of a plan, from `offset`: `file-scan-tasks`, `delete-files`, and a
-    /// `plan-tasks` entry when more follow.
+    /// One page of a plan: `file-scan-tasks`, `delete-files`, and `plan-tasks` when more
+    /// follow. A plan of more than [`PAGE_TASKS`] tasks is split by manifests, in their
+    /// order, into groups of at most that many tasks (a larger manifest is a group of its
+    /// own, paged by offset): the first group is the answer, and each other group is a
+    /// plan task that reads only its own manifests (and the delete manifests), so a plan
+    /// is read about twice in all, not once per page, and its tasks can be fetched in
+    /// parallel. `scope` and `offset` are a plan task's.
     async fn plan_page(
         &self,
         catalog: &str,
         ident: &Ident,
         metadata: &TableMetadata,
         mut request: ScanRequest,
+        scope: Option<(usize, usize)>,
         offset: usize,
     ) -> CatalogResult<Value> {
         avro_names::install();
@@ -311,20 +340,50 @@ impl Catalog {
         );
         let io = files.file_io();
         let failed = |e: iceberg::Error| planning_failed(ident, &files, e);
-        // An incremental plan scans a manifest list of the range's own manifests, put in
-        // place of the end snapshot's.
-        let appended = if incremental {
+        let in_scope = |index: usize| scope.is_none_or(|(from, to)| (from..to).contains(&index));
+        // An incremental plan scans a manifest list of the range's own manifests in
+        // scope, put in place of the end snapshot's; a point-in-time plan task one of
+        // the snapshot's manifests in scope and its delete manifests.
+        let (appended, manifests) = if incremental {
             let range = incremental::range(metadata, request.start_snapshot_id, &snapshot)?;
-            let appended = incremental::appended(&io, metadata, &range)
+            let appended = incremental::appended(&io, metadata, &range, in_scope)
                 .await
                 .map_err(failed)?;
-            let list = incremental::manifest_list(metadata, &snapshot, appended.manifests)
+            let count = appended.manifests.len();
+            let scoped = (appended.manifests.into_iter().enumerate())
+                .filter(|(index, _)| in_scope(*index))
+                .map(|(_, manifest)| manifest)
+                .collect();
+            let list = incremental::manifest_list(metadata, &snapshot, scoped)
                 .await
                 .map_err(CatalogError::internal)?;
             files.substitute(snapshot.manifest_list(), list);
-            Some(appended.files)
+            (Some(appended.files), ManifestOrder::Range(count))
         } else {
-            None
+            let list = io
+                .new_input(snapshot.manifest_list())
+                .map_err(failed)?
+                .read()
+                .await
+                .map_err(failed)?;
+            let list = ManifestList::parse_with_version(&list, metadata.format_version())
+                .map_err(failed)?
+                .consume_entries()
+                .into_iter()
+                .collect::<Vec<_>>();
+            if scope.is_some() {
+                let scoped = (list.iter().enumerate())
+                    .filter(|(index, m)| {
+                        m.content == ManifestContentType::Deletes || in_scope(*index)
+                    })
+                    .map(|(_, manifest)| manifest.clone())
+                    .collect();
+                let scoped = incremental::manifest_list(metadata, &snapshot, scoped)
+                    .await
+                    .map_err(CatalogError::internal)?;
+                files.substitute(snapshot.manifest_list(), scoped);
+            }
+            (None, ManifestOrder::List(list))
         };
         let iceberg_table = Table::builder()
             .metadata(metadata.clone())
@@ -358,55 +417,97 @@ impl Catalog {
         }
         tasks.sort_by(|a, b| a.data_file_path.cmp(&b.data_file_path));
         tasks.dedup_by(|a, b| a.data_file_path == b.data_file_path);
-        let end = tasks.len().min(offset.saturating_add(PAGE_TASKS));
-        let page = tasks.get(offset..end).unwrap_or_default();
+        // A whole plan too large for one answer is split by manifests (above); a plan
+        // task's share, or a task handed out before that, pages by offset.
+        let split = scope.is_none() && offset == 0 && tasks.len() > PAGE_TASKS;
+        let paged = |from: usize| -> (usize, Option<usize>) {
+            let end = tasks.len().min(from.saturating_add(PAGE_TASKS));
+            (end, (end < tasks.len()).then_some(end))
+        };
 
-        // The whole entries of the page's files, from the manifests read above.
+        // The whole entries of the files wanted, from the manifests read above: the
+        // page's, or every task's when the plan is split (to know their manifests).
+        let (page_end, _) = paged(offset);
+        let wanted_tasks = if split {
+            &tasks[..]
+        } else {
+            tasks.get(offset..page_end).unwrap_or_default()
+        };
         let mut wanted: HashSet<&str> = HashSet::new();
-        for task in page {
+        for task in wanted_tasks {
             wanted.insert(&task.data_file_path);
             wanted.extend(task.deletes.iter().map(|d| d.file_path.as_str()));
         }
-        let (mut found, entries): (_, Vec<_>) = match appended {
-            Some(appended) => (appended, Vec::new()),
-            None => {
-                let list = io
-                    .new_input(snapshot.manifest_list())
-                    .map_err(failed)?
-                    .read()
-                    .await
-                    .map_err(failed)?;
-                let list = ManifestList::parse_with_version(&list, metadata.format_version())
-                    .map_err(failed)?;
-                (HashMap::new(), list.consume_entries().into_iter().collect())
-            }
-        };
-        for manifest_file in &entries {
-            if found.len() == wanted.len() {
-                break;
-            }
-            // A manifest the scan pruned whole holds none of the planned files.
-            if !files.was_read(&manifest_file.manifest_path) {
-                continue;
-            }
-            let manifest = manifest_file.load_manifest(&io).await.map_err(failed)?;
-            for entry in manifest.entries() {
-                if entry.is_alive() && wanted.contains(entry.file_path()) {
-                    found.insert(
-                        entry.file_path().to_owned(),
-                        (entry.data_file().clone(), manifest_file.partition_spec_id),
-                    );
+        let mut found = appended.unwrap_or_default();
+        if let ManifestOrder::List(entries) = &manifests {
+            for (index, manifest_file) in entries.iter().enumerate() {
+                if found.len() == wanted.len() {
+                    break;
+                }
+                // A manifest the scan pruned whole holds none of the planned files.
+                if !files.was_read(&manifest_file.manifest_path) {
+                    continue;
+                }
+                let manifest = manifest_file.load_manifest(&io).await.map_err(failed)?;
+                for entry in manifest.entries() {
+                    if entry.is_alive() && wanted.contains(entry.file_path()) {
+                        found.insert(
+                            entry.file_path().to_owned(),
+                            (
+                                entry.data_file().clone(),
+                                manifest_file.partition_spec_id,
+                                index,
+                            ),
+                        );
+                    }
                 }
             }
         }
+        let not_in_manifests = |path: &str| {
+            CatalogError::Unprocessable(format!(
+                "Cannot plan a scan of {ident}: {path} is not in the snapshot's manifests"
+            ))
+        };
+
+        // This answer's tasks, and the plan tasks for the rest.
+        let mut next: Vec<PlanTask> = Vec::new();
+        let plan_task = |manifests: Option<(usize, usize)>, offset: usize| PlanTask {
+            table_uuid: metadata.uuid().to_string(),
+            offset,
+            manifests,
+            request: request.clone(),
+        };
+        let page: Vec<&FileScanTask> = if split {
+            let mut positions = Vec::with_capacity(tasks.len());
+            for task in &tasks {
+                let (_, _, index) = found
+                    .get(&task.data_file_path)
+                    .ok_or_else(|| not_in_manifests(&task.data_file_path))?;
+                positions.push(*index);
+            }
+            let groups = split_by_manifests(&positions, manifests.len());
+            let first = groups[0];
+            let mut page: Vec<&FileScanTask> = (tasks.iter().zip(&positions))
+                .filter(|(_, index)| (first.0..first.1).contains(*index))
+                .map(|(task, _)| task)
+                .collect();
+            if page.len() > PAGE_TASKS {
+                page.truncate(PAGE_TASKS);
+                next.push(plan_task(Some(first), PAGE_TASKS));
+            }
+            next.extend(groups[1..].iter().map(|group| plan_task(Some(*group), 0)));
+            page
+        } else {
+            let (end, more) = paged(offset);
+            if let Some(end) = more {
+                next.push(plan_task(scope, end));
+            }
+            tasks.get(offset..end).unwrap_or_default().iter().collect()
+        };
 
         let mut partition_types: HashMap<i32, StructType> = HashMap::new();
         let mut encode = |path: &str| -> CatalogResult<Value> {
-            let (file, spec_id) = found.get(path).ok_or_else(|| {
-                CatalogError::Unprocessable(format!(
-                    "Cannot plan a scan of {ident}: {path} is not in the snapshot's manifests"
-                ))
-            })?;
+            let (file, spec_id, _) = found.get(path).ok_or_else(|| not_in_manifests(path))?;
             if !partition_types.contains_key(spec_id) {
                 let ty = partition_type(metadata, &schema, *spec_id)?;
                 partition_types.insert(*spec_id, ty);
@@ -432,7 +533,7 @@ impl Catalog {
             let Some(filter) = filter else {
                 return Residual::True;
             };
-            let Some((file, spec_id)) = found.get(path) else {
+            let Some((file, spec_id, _)) = found.get(path) else {
                 return Residual::Filter(filter.clone());
             };
             narrowers
@@ -482,16 +583,49 @@ impl Catalog {
             scan_tasks.push(scan_task);
         }
         let mut out = json!({ "file-scan-tasks": scan_tasks, "delete-files": delete_files });
-        if end < tasks.len() {
-            let next = PlanTask {
-                table_uuid: metadata.uuid().to_string(),
-                offset: end,
-                request,
-            };
-            out["plan-tasks"] = json!([next.encode()]);
+        if !next.is_empty() {
+            out["plan-tasks"] = next.iter().map(PlanTask::encode).collect();
         }
         Ok(out)
     }
+}
+
+/// The manifests a plan reads, in the order plan tasks name them by.
+enum ManifestOrder {
+    /// A point-in-time plan's: the snapshot's manifest list.
+    List(Vec<ManifestFile>),
+    /// An incremental plan's: this many manifests of the range's own.
+    Range(usize),
+}
+
+impl ManifestOrder {
+    fn len(&self) -> usize {
+        match self {
+            ManifestOrder::List(list) => list.len(),
+            ManifestOrder::Range(count) => *count,
+        }
+    }
+}
+
+/// Splits `count` manifests into consecutive groups `[from, to)` of at most
+/// [`PAGE_TASKS`] tasks each, given each task's manifest position; a manifest with more
+/// tasks than that is a group of its own. Together the groups cover every position.
+fn split_by_manifests(positions: &[usize], count: usize) -> Vec<(usize, usize)> {
+    let mut per_manifest = vec![0usize; count];
+    for &position in positions {
+        per_manifest[position] += 1;
+    }
+    let mut groups = Vec::new();
+    let (mut start, mut tasks) = (0, 0);
+    for (position, &n) in per_manifest.iter().enumerate() {
+        if tasks > 0 && tasks + n > PAGE_TASKS {
+            groups.push((start, position));
+            (start, tasks) = (position, 0);
+        }
+        tasks += n;
+    }
+    groups.push((start, count));
+    groups
 }
 
 /// The field id a full field name (`a.b`) names in the schema; 400 if none.
@@ -567,5 +701,51 @@ fn planning_failed(ident: &Ident, files: &PlanFiles, error: iceberg::Error) -> C
             "Cannot plan a scan of {ident}: {}",
             error.message()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_split_into_consecutive_groups_of_manifests_that_fit_a_page() {
+        let tasks = |counts: &[usize]| -> Vec<usize> {
+            (counts.iter().enumerate())
+                .flat_map(|(position, n)| std::iter::repeat_n(position, *n))
+                .collect()
+        };
+        let half = PAGE_TASKS / 2;
+        // Two halves fill a page; the third starts the next group.
+        assert_eq!(
+            split_by_manifests(&tasks(&[half, half, half]), 3),
+            [(0, 2), (2, 3)]
+        );
+        // A manifest larger than a page is a group of its own, wherever it stands.
+        assert_eq!(
+            split_by_manifests(&tasks(&[1, PAGE_TASKS + 1, 1]), 3),
+            [(0, 1), (1, 2), (2, 3)]
+        );
+        assert_eq!(
+            split_by_manifests(&tasks(&[PAGE_TASKS + 1, 1]), 2),
+            [(0, 1), (1, 2)]
+        );
+        // Manifests that planned nothing (pruned, or delete manifests) join a group.
+        assert_eq!(
+            split_by_manifests(&tasks(&[0, PAGE_TASKS, 0, 0, 3, 0]), 6),
+            [(0, 4), (4, 6)]
+        );
+        // The groups cover every position, in order, without gaps.
+        let counts = [700, 9_000, 400, 10_000, 1, 0, 12_345, 5, 5];
+        let groups = split_by_manifests(&tasks(&counts), counts.len());
+        assert_eq!(groups.first().unwrap().0, 0);
+        assert_eq!(groups.last().unwrap().1, counts.len());
+        for pair in groups.windows(2) {
+            assert_eq!(pair[0].1, pair[1].0);
+        }
+        for (from, to) in &groups {
+            let n: usize = counts[*from..*to].iter().sum();
+            assert!(n <= PAGE_TASKS || to - from == 1, "{from}..{to}: {n}");
+        }
     }
 }
