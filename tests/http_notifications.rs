@@ -202,9 +202,9 @@ async fn an_external_catalogs_tables_and_views_refuse_rest_writes() {
             { "action": "set-properties", "updates": { "x": "y" } }] }),
         ),
         (
-            "register",
+            "register over",
             format!("{MIRROR}/namespaces/db/register"),
-            json!({ "name": "other", "metadata-location": v1 }),
+            json!({ "name": "t", "metadata-location": v1, "overwrite": true }),
         ),
         (
             "rename",
@@ -238,6 +238,14 @@ async fn an_external_catalogs_tables_and_views_refuse_rest_writes() {
         ),
         vec!["t"]
     );
+    // A table may be registered, as in Polaris (not over another: that is a 400 above).
+    let other = source_file(&s, &format!("{base}/db/other"), 2, json!({})).await;
+    s.post(
+        &format!("{MIRROR}/namespaces/db/register"),
+        &json!({ "name": "other", "metadata-location": other }),
+    )
+    .await
+    .ok(200);
     // Namespaces are the catalog's own, as in Polaris, and a table may be dropped
     // without purge (its files stay: they are the source's).
     s.post(

@@ -3,8 +3,9 @@
 //! sends them to keep an Open Catalog copy of its Iceberg tables).
 //!
 //! - Only an EXTERNAL catalog takes them (400 for an INTERNAL one), and only they change
-//!   its tables and views: every other REST write there is a 400 but a drop without purge,
-//!   which Polaris allows too (`objects::require_internal`).
+//!   its tables and views: every other REST write there is a 400 but a drop without purge
+//!   and a register that replaces nothing, which Polaris allows too
+//!   (`objects::require_internal`).
 //! - CREATE and UPDATE point the table at the notified metadata file, making the table
 //!   (and any missing namespace above it) if needed. The file must lie in the catalog's
 //!   allowed locations and inside the table's own location, and is read and parsed as

@@ -36,8 +36,8 @@ pub(super) fn by_kind<T>(kind: ObjectKind, table: T, view: T) -> T {
 
 /// An EXTERNAL catalog's tables and views follow their source catalog through
 /// notifications only (as Polaris's static facades do): a REST write to one is a 400
-/// (but for a drop without purge, which Polaris allows too). Generic tables are not
-/// mirrored, and stay writable.
+/// (but for a drop without purge, and a register that replaces nothing, which Polaris
+/// allows too). Generic tables are not mirrored, and stay writable.
 pub(super) fn require_internal(
     catalog: &CatalogRecord,
     kind: ObjectKind,
@@ -278,7 +278,10 @@ impl Catalog {
             ctx.require(catalog, replace, &securable(kind, ident))?;
         }
         let record = self.get_catalog(catalog).await?;
-        require_internal(&record, kind, "register")?;
+        // Polaris registers into an EXTERNAL catalog too, but never over an object.
+        if overwrite {
+            require_internal(&record, kind, "register over")?;
+        }
         self.namespace_properties(catalog, &ident.namespace).await?;
         let (registered, canonical) = self
             .read_registered(&record, metadata_location, parse)

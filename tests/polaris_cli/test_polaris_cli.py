@@ -5,7 +5,8 @@ One Floe server (fresh data dir, free loopback port, auth on, root = service_adm
 whole module. The tests run in file order and build on each other, like an operator would:
 
   catalogs      create (INTERNAL, FILE, file:// base under the data dir) / list / get /
-                update --set-property / summarize / delete
+                update --set-property / summarize / delete; EXTERNAL create / get /
+                delete, and a federated one refused
   principals    create (credentials captured from the CLI's output) / list / get / update /
                 rotate-credentials / reset / summarize / access / delete
   principal-roles  create / list / get / update / grant / list --principal / summarize /
@@ -182,6 +183,28 @@ def test_catalog_update_property(floe):
     ok(floe, "catalogs", "update", CAT, "--set-property", "tmp=1", "--remove-property", "owner")
     props = json.loads(ok(floe, "catalogs", "get", CAT))["properties"]
     assert props.get("tmp") == "1" and "owner" not in props
+
+
+def test_external_catalog_create_get_delete(floe):
+    """An EXTERNAL catalog (fed by notifications) is made as Polaris makes it; one with a
+    connection (federation, not supported) is refused and nothing is made."""
+    base = (floe["data_dir"] / "data" / "cli-external").as_uri()
+    ok(floe, "catalogs", "create", "--type", "external", "--storage-type", "file",
+       "--default-base-location", base, "cli_external")
+    cat = json.loads(ok(floe, "catalogs", "get", "cli_external"))
+    assert cat["type"] == "EXTERNAL"
+    assert cat["properties"]["default-base-location"] == base
+    assert "connectionConfigInfo" not in cat
+    r = polaris(floe, "catalogs", "create", "--type", "external", "--storage-type", "file",
+                "--default-base-location", base + "-federated",
+                "--catalog-connection-type", "iceberg-rest",
+                "--catalog-uri", "http://127.0.0.1:9/api/catalog",
+                "--iceberg-remote-catalog-name", "remote",
+                "--catalog-authentication-type", "implicit", "cli_federated")
+    assert r.returncode != 0 and "Federated catalogs" in r.stdout + r.stderr, r
+    listed = names(ok(floe, "catalogs", "list"))
+    assert "cli_external" in listed and "cli_federated" not in listed
+    ok(floe, "catalogs", "delete", "cli_external")
 
 
 # --------------------------------------------------------------------------- principals
