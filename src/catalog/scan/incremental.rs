@@ -22,8 +22,8 @@ use std::collections::{HashMap, HashSet};
 use bytes::Bytes;
 use iceberg::io::FileIO;
 use iceberg::spec::{
-    DataFile, FormatVersion, ManifestContentType, ManifestFile, ManifestList, ManifestListWriter,
-    ManifestStatus, Operation, SnapshotRef, TableMetadata,
+    FormatVersion, ManifestContentType, ManifestEntryRef, ManifestFile, ManifestList,
+    ManifestListWriter, ManifestStatus, Operation, SnapshotRef, TableMetadata,
 };
 
 use super::super::error::{CatalogError, CatalogResult};
@@ -65,9 +65,9 @@ pub struct Appended {
     pub files: HashMap<String, Found>,
 }
 
-/// A planned file's whole entry: the file, its spec id, and the position of the
-/// manifest that holds it in the plan's manifest order.
-pub type Found = (DataFile, i32, usize);
+/// A planned file's whole entry (shared with the manifest read, not copied), its spec
+/// id, and the position of the manifest that holds it in the plan's manifest order.
+pub type Found = (ManifestEntryRef, i32, usize);
 
 /// Reads the manifest lists of the range's `append` snapshots, and the manifests among
 /// theirs whose position `in_scope` accepts.
@@ -101,7 +101,7 @@ pub async fn appended(
                     if entry.status() == ManifestStatus::Added && entry.snapshot_id() == Some(id) {
                         files.insert(
                             entry.file_path().to_owned(),
-                            (entry.data_file().clone(), manifest.partition_spec_id, index),
+                            (entry.clone(), manifest.partition_spec_id, index),
                         );
                     }
                 }

@@ -453,11 +453,7 @@ impl Catalog {
                     if entry.is_alive() && wanted.contains(entry.file_path()) {
                         found.insert(
                             entry.file_path().to_owned(),
-                            (
-                                entry.data_file().clone(),
-                                manifest_file.partition_spec_id,
-                                index,
-                            ),
+                            (entry.clone(), manifest_file.partition_spec_id, index),
                         );
                     }
                 }
@@ -507,7 +503,8 @@ impl Catalog {
 
         let mut partition_types: HashMap<i32, StructType> = HashMap::new();
         let mut encode = |path: &str| -> CatalogResult<Value> {
-            let (file, spec_id, _) = found.get(path).ok_or_else(|| not_in_manifests(path))?;
+            let (entry, spec_id, _) = found.get(path).ok_or_else(|| not_in_manifests(path))?;
+            let file = entry.data_file();
             if !partition_types.contains_key(spec_id) {
                 let ty = partition_type(metadata, &schema, *spec_id)?;
                 partition_types.insert(*spec_id, ty);
@@ -533,7 +530,7 @@ impl Catalog {
             let Some(filter) = filter else {
                 return Residual::True;
             };
-            let Some((file, spec_id, _)) = found.get(path) else {
+            let Some((entry, spec_id, _)) = found.get(path) else {
                 return Residual::Filter(filter.clone());
             };
             narrowers
@@ -550,7 +547,7 @@ impl Catalog {
                         .unwrap_or_default();
                     residual::Narrower::new(filter, &schema, &fields, request.case_sensitive)
                 })
-                .residual(file.partition())
+                .residual(entry.data_file().partition())
         };
         let mut delete_index: HashMap<&str, usize> = HashMap::new();
         let mut delete_files = Vec::new();
