@@ -420,14 +420,10 @@ impl Catalog {
         // A whole plan too large for one answer is split by manifests (above); a plan
         // task's share, or a task handed out before that, pages by offset.
         let split = scope.is_none() && offset == 0 && tasks.len() > PAGE_TASKS;
-        let paged = |from: usize| -> (usize, Option<usize>) {
-            let end = tasks.len().min(from.saturating_add(PAGE_TASKS));
-            (end, (end < tasks.len()).then_some(end))
-        };
+        let page_end = tasks.len().min(offset.saturating_add(PAGE_TASKS));
 
         // The whole entries of the files wanted, from the manifests read above: the
         // page's, or every task's when the plan is split (to know their manifests).
-        let (page_end, _) = paged(offset);
         let wanted_tasks = if split {
             &tasks[..]
         } else {
@@ -494,11 +490,10 @@ impl Catalog {
             next.extend(groups[1..].iter().map(|group| plan_task(Some(*group), 0)));
             page
         } else {
-            let (end, more) = paged(offset);
-            if let Some(end) = more {
-                next.push(plan_task(scope, end));
+            if page_end < tasks.len() {
+                next.push(plan_task(scope, page_end));
             }
-            tasks.get(offset..end).unwrap_or_default().iter().collect()
+            wanted_tasks.iter().collect()
         };
 
         let mut partition_types: HashMap<i32, StructType> = HashMap::new();
