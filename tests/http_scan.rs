@@ -851,6 +851,16 @@ async fn large_plans_over_several_manifests_are_split_by_manifest() {
         );
         check(&rest, &mut seen, incremental);
         assert_eq!(seen.len(), 3 * per_manifest, "{filter}: every file once");
+        // A task edited to name no manifests (an empty or inverted range) is no task.
+        let text = URL_SAFE_NO_PAD
+            .decode(plan_tasks[0].as_str().unwrap())
+            .unwrap();
+        let mut edited: Value = serde_json::from_slice(&text).unwrap();
+        edited["manifests"] = json!([2, 1]);
+        let edited = URL_SAFE_NO_PAD.encode(edited.to_string());
+        s.post(&tasks_url, &json!({ "plan-task": edited }))
+            .await
+            .error(404, "NoSuchPlanTaskException");
     }
     // A filter that keeps a partition fits one answer again.
     let odd = json!({ "filter": { "type": "eq", "term": "data", "value": "odd" } });
