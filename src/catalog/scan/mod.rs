@@ -19,7 +19,9 @@
 //! could ask for directly (access is checked again; its manifests are taken from the
 //! pinned snapshot's). Groups are consecutive runs of the manifest list, and tasks within
 //! one are ordered by data file path, so the answers of one plan neither overlap nor
-//! miss files.
+//! miss files. A plan without a filter is split before its scan, by the manifest list's
+//! counts of live data files (each one task), so that its answer reads only the first
+//! group's manifests; a filtered plan can only know its tasks by planning them all.
 //!
 //! Incremental scans (`start-snapshot-id`, `end-snapshot-id`) plan the files the range's
 //! appends added (`incremental.rs`), through the same scan.
@@ -280,8 +282,9 @@ impl Catalog {
     /// order, into groups of at most that many tasks (a larger manifest is a group of its
     /// own, paged by offset): the first group is the answer, and each other group is a
     /// plan task that reads only its own manifests (and the delete manifests), so a plan
-    /// is read about twice in all, not once per page, and its tasks can be fetched in
-    /// parallel. `scope` and `offset` are a plan task's.
+    /// is read about twice in all (once if it has no filter: split from the manifest
+    /// list's counts), not once per page, and its tasks can be fetched in parallel.
+    /// `scope` and `offset` are a plan task's.
     async fn plan_page(
         &self,
         catalog: &str,
@@ -344,7 +347,7 @@ impl Catalog {
         // An incremental plan scans a manifest list of the range's own manifests in
         // scope, put in place of the end snapshot's; a point-in-time plan task one of
         // the snapshot's manifests in scope and its delete manifests.
-        let (appended, manifests) = if incremental {
+        let (appended, manifests, counted) = if incremental {
             let range = incremental::range(metadata, request.start_snapshot_id, &snapshot)?;
             let appended = incremental::appended(&io, metadata, &range, in_scope)
                 .await
@@ -358,7 +361,7 @@ impl Catalog {
                 .await
                 .map_err(CatalogError::internal)?;
             files.substitute(snapshot.manifest_list(), list);
-            (Some(appended.files), ManifestOrder::Range(count))
+            (Some(appended.files), ManifestOrder::Range(count), None)
         } else {
             let list = io
                 .new_input(snapshot.manifest_list())
@@ -371,6 +374,20 @@ impl Catalog {
                 .consume_entries()
                 .into_iter()
                 .collect::<Vec<_>>();
+            // A whole plan without a filter has one task per live data file, which the
+            // manifest list counts: when they are too many for one answer, it is split
+            // before the scan, which then reads only the first group's manifests (the
+            // same split the tasks would give, without planning the others twice).
+            let unfiltered = (request.filter.as_ref())
+                .is_none_or(|f| f.get("type").and_then(Value::as_str) == Some("true"));
+            let counted = (scope.is_none() && offset == 0 && unfiltered)
+                .then(|| live_data_files(&list))
+                .flatten()
+                .filter(|counts| counts.iter().sum::<usize>() > PAGE_TASKS)
+                .map(|counts| split_counts(&counts));
+            let scope = counted.as_ref().map_or(scope, |groups| Some(groups[0]));
+            let in_scope =
+                |index: usize| scope.is_none_or(|(from, to)| (from..to).contains(&index));
             if scope.is_some() {
                 let scoped = (list.iter().enumerate())
                     .filter(|(index, m)| {
@@ -383,7 +400,13 @@ impl Catalog {
                     .map_err(CatalogError::internal)?;
                 files.substitute(snapshot.manifest_list(), scoped);
             }
-            (None, ManifestOrder::List(list))
+            (None, ManifestOrder::List(list), counted)
+        };
+        // Split from the manifest list's counts: this answer is the first group's, as
+        // its plan task would be, and the other groups are plan tasks.
+        let (scope, other_groups) = match &counted {
+            Some(groups) => (Some(groups[0]), &groups[1..]),
+            None => (scope, &[][..]),
         };
         let iceberg_table = Table::builder()
             .metadata(metadata.clone())
@@ -493,6 +516,7 @@ impl Catalog {
             if page_end < tasks.len() {
                 next.push(plan_task(scope, page_end));
             }
+            next.extend(other_groups.iter().map(|group| plan_task(Some(*group), 0)));
             wanted_tasks.iter().collect()
         };
 
@@ -607,6 +631,13 @@ fn split_by_manifests(positions: &[usize], count: usize) -> Vec<(usize, usize)> 
     for &position in positions {
         per_manifest[position] += 1;
     }
+    split_counts(&per_manifest)
+}
+
+/// Splits manifests into consecutive groups `[from, to)` of at most [`PAGE_TASKS`]
+/// tasks each, given each manifest's number of tasks (see [`split_by_manifests`]).
+fn split_counts(per_manifest: &[usize]) -> Vec<(usize, usize)> {
+    let count = per_manifest.len();
     let mut groups = Vec::new();
     let (mut start, mut tasks) = (0, 0);
     for (position, &n) in per_manifest.iter().enumerate() {
@@ -618,6 +649,20 @@ fn split_by_manifests(positions: &[usize], count: usize) -> Vec<(usize, usize)> 
     }
     groups.push((start, count));
     groups
+}
+
+/// The live data files (added or existing) of each manifest in the list, as the list
+/// counts them (delete manifests: none); `None` if a data manifest's counts are missing
+/// (optional in format version 1).
+fn live_data_files(list: &[ManifestFile]) -> Option<Vec<usize>> {
+    list.iter()
+        .map(|manifest| match manifest.content {
+            ManifestContentType::Deletes => Some(0),
+            ManifestContentType::Data => {
+                Some(manifest.added_files_count? as usize + manifest.existing_files_count? as usize)
+            }
+        })
+        .collect()
 }
 
 /// The field id a full field name (`a.b`) names in the schema; 400 if none.
@@ -739,5 +784,64 @@ mod tests {
             let n: usize = counts[*from..*to].iter().sum();
             assert!(n <= PAGE_TASKS || to - from == 1, "{from}..{to}: {n}");
         }
+    }
+
+    fn manifest(
+        content: ManifestContentType,
+        added: Option<u32>,
+        existing: Option<u32>,
+    ) -> ManifestFile {
+        ManifestFile {
+            manifest_path: "file:///m.avro".into(),
+            manifest_length: 1,
+            partition_spec_id: 0,
+            content,
+            sequence_number: 1,
+            min_sequence_number: 1,
+            added_snapshot_id: 1,
+            added_files_count: added,
+            existing_files_count: existing,
+            deleted_files_count: Some(7),
+            added_rows_count: None,
+            existing_rows_count: None,
+            deleted_rows_count: None,
+            partitions: None,
+            key_metadata: None,
+            first_row_id: None,
+        }
+    }
+
+    #[test]
+    fn an_unfiltered_plan_counts_its_tasks_from_the_manifest_list() {
+        use ManifestContentType::{Data, Deletes};
+        // Added and existing entries are live; deleted ones and delete manifests plan
+        // no task of their own.
+        let list = [
+            manifest(Data, Some(3), Some(4)),
+            manifest(Deletes, Some(9), Some(9)),
+            manifest(Data, Some(0), Some(0)),
+            manifest(Data, Some(5), Some(0)),
+        ];
+        assert_eq!(live_data_files(&list), Some(vec![7, 0, 0, 5]));
+        // Counts are optional in format version 1: then the plan is split after its scan.
+        let missing = [
+            manifest(Data, Some(3), None),
+            manifest(Data, Some(1), Some(1)),
+        ];
+        assert_eq!(live_data_files(&missing), None);
+        let missing = [manifest(Data, None, Some(3))];
+        assert_eq!(live_data_files(&missing), None);
+        // A delete manifest's missing counts do not matter.
+        assert_eq!(
+            live_data_files(&[manifest(Deletes, None, None)]),
+            Some(vec![0])
+        );
+        // The split from counts is the split the tasks would give.
+        let counts = [6_000, 0, 6_000, 3_000];
+        let positions: Vec<usize> = (counts.iter().enumerate())
+            .flat_map(|(position, n)| std::iter::repeat_n(position, *n))
+            .collect();
+        assert_eq!(split_counts(&counts), split_by_manifests(&positions, 4));
+        assert_eq!(split_counts(&counts), [(0, 2), (2, 4)]);
     }
 }
