@@ -11,6 +11,9 @@
 //!    the manifests the scan read (not those it pruned) are walked once more, from memory
 //!    (`files.rs` keeps what it read), to encode each file (`encode.rs`).
 //!
+//! A plan with no filter, of a snapshot with no delete files, has nothing to prune or
+//! match: its manifests are read once, every live entry a task, without the scan.
+//!
 //! Plans are synchronous and the server keeps nothing: the answer is `completed` with
 //! every task, or, past [`PAGE_TASKS`] tasks, the tasks of a first group of manifests and
 //! one *plan task* per other group. A plan task is the request itself, pinned to its
@@ -344,6 +347,8 @@ impl Catalog {
         let io = files.file_io();
         let failed = |e: iceberg::Error| planning_failed(ident, &files, e);
         let in_scope = |index: usize| scope.is_none_or(|(from, to)| (from..to).contains(&index));
+        let unfiltered = (request.filter.as_ref())
+            .is_none_or(|f| f.get("type").and_then(Value::as_str) == Some("true"));
         // An incremental plan scans a manifest list of the range's own manifests in
         // scope, put in place of the end snapshot's; a point-in-time plan task one of
         // the snapshot's manifests in scope and its delete manifests.
@@ -378,8 +383,6 @@ impl Catalog {
             // manifest list counts: when they are too many for one answer, it is split
             // before the scan, which then reads only the first group's manifests (the
             // same split the tasks would give, without planning the others twice).
-            let unfiltered = (request.filter.as_ref())
-                .is_none_or(|f| f.get("type").and_then(Value::as_str) == Some("true"));
             let counted = (scope.is_none() && offset == 0 && unfiltered)
                 .then(|| live_data_files(&list))
                 .flatten()
@@ -408,38 +411,79 @@ impl Catalog {
             Some(groups) => (Some(groups[0]), &groups[1..]),
             None => (scope, &[][..]),
         };
-        let iceberg_table = Table::builder()
-            .metadata(metadata.clone())
-            .identifier(table_ident(ident))
-            .file_io(io.clone())
-            .runtime(Runtime::try_current().map_err(CatalogError::internal)?)
-            .readonly(true)
-            .build()
-            .map_err(CatalogError::internal)?;
-        let mut scan = iceberg_table
-            .scan()
-            .snapshot_id(snapshot.snapshot_id())
-            .select_empty();
-        if let Some(predicate) = predicate {
-            scan = scan.with_filter(predicate);
-        }
-        let scan = scan.build().map_err(|e| {
-            CatalogError::bad_request(format!("Cannot plan this scan: {}", e.message()))
-        })?;
-        let mut tasks: Vec<_> = scan
-            .plan_files()
-            .await
-            .map_err(failed)?
-            .try_collect()
-            .await
-            .map_err(failed)?;
-        if let Some(appended) = &appended {
-            // The range's manifests may hold older files too (as EXISTING, after a merge),
-            // and a file the range added again once merged.
-            tasks.retain(|task| appended.contains_key(&task.data_file_path));
-        }
-        tasks.sort_by(|a, b| a.data_file_path.cmp(&b.data_file_path));
-        tasks.dedup_by(|a, b| a.data_file_path == b.data_file_path);
+        // The entries of the files planned, by path, with their spec and manifest position:
+        // an incremental plan's come with its range; the others', from the second pass
+        // below (or the direct reading).
+        let mut found = appended.unwrap_or_default();
+        // A plan without a filter of a snapshot without delete files has a task for each
+        // live entry of its data manifests: they are read once, here, and not scanned
+        // (which would parse each one a second time, for no pruning and no deletes).
+        let direct = match &manifests {
+            ManifestOrder::List(list) if unfiltered => {
+                (list.iter()).all(|manifest| manifest.content == ManifestContentType::Data)
+            }
+            _ => false,
+        };
+        let mut tasks = match &manifests {
+            ManifestOrder::List(list) if direct => {
+                let mut tasks = Vec::new();
+                for (index, manifest_file) in list.iter().enumerate() {
+                    if scope.is_some_and(|(from, to)| !(from..to).contains(&index)) {
+                        continue;
+                    }
+                    let manifest = manifest_file.load_manifest(&io).await.map_err(failed)?;
+                    for entry in manifest.entries().iter().filter(|e| e.is_alive()) {
+                        let path = entry.file_path().to_owned();
+                        tasks.push(Planned {
+                            path: path.clone(),
+                            deletes: Vec::new(),
+                        });
+                        let spec_id = manifest_file.partition_spec_id;
+                        found.insert(path, (entry.clone(), spec_id, index));
+                    }
+                }
+                tasks
+            }
+            _ => {
+                let iceberg_table = Table::builder()
+                    .metadata(metadata.clone())
+                    .identifier(table_ident(ident))
+                    .file_io(io.clone())
+                    .runtime(Runtime::try_current().map_err(CatalogError::internal)?)
+                    .readonly(true)
+                    .build()
+                    .map_err(CatalogError::internal)?;
+                let mut scan = iceberg_table
+                    .scan()
+                    .snapshot_id(snapshot.snapshot_id())
+                    .select_empty();
+                if let Some(predicate) = predicate {
+                    scan = scan.with_filter(predicate);
+                }
+                let scan = scan.build().map_err(|e| {
+                    CatalogError::bad_request(format!("Cannot plan this scan: {}", e.message()))
+                })?;
+                let scanned: Vec<FileScanTask> = scan
+                    .plan_files()
+                    .await
+                    .map_err(failed)?
+                    .try_collect()
+                    .await
+                    .map_err(failed)?;
+                (scanned.into_iter())
+                    // An incremental range's manifests may hold older files too (as
+                    // EXISTING, after a merge), and a file the range added again once
+                    // merged.
+                    .filter(|task| !incremental || found.contains_key(&task.data_file_path))
+                    .map(|task| Planned {
+                        path: task.data_file_path,
+                        deletes: task.deletes.into_iter().map(|d| d.file_path).collect(),
+                    })
+                    .collect::<Vec<_>>()
+            }
+        };
+        tasks.sort_by(|a, b| a.path.cmp(&b.path));
+        tasks.dedup_by(|a, b| a.path == b.path);
         // A whole plan too large for one answer is split by manifests (above); a plan
         // task's share, or a task handed out before that, pages by offset.
         let split = scope.is_none() && offset == 0 && tasks.len() > PAGE_TASKS;
@@ -454,11 +498,10 @@ impl Catalog {
         };
         let mut wanted: HashSet<&str> = HashSet::new();
         for task in wanted_tasks {
-            wanted.insert(&task.data_file_path);
-            wanted.extend(task.deletes.iter().map(|d| d.file_path.as_str()));
+            wanted.insert(&task.path);
+            wanted.extend(task.deletes.iter().map(String::as_str));
         }
-        let mut found = appended.unwrap_or_default();
-        if let ManifestOrder::List(entries) = &manifests {
+        if let (false, ManifestOrder::List(entries)) = (direct, &manifests) {
             for (index, manifest_file) in entries.iter().enumerate() {
                 if found.len() == wanted.len() {
                     break;
@@ -492,17 +535,17 @@ impl Catalog {
             manifests,
             request: request.clone(),
         };
-        let page: Vec<&FileScanTask> = if split {
+        let page: Vec<&Planned> = if split {
             let mut positions = Vec::with_capacity(tasks.len());
             for task in &tasks {
                 let (_, _, index) = found
-                    .get(&task.data_file_path)
-                    .ok_or_else(|| not_in_manifests(&task.data_file_path))?;
+                    .get(&task.path)
+                    .ok_or_else(|| not_in_manifests(&task.path))?;
                 positions.push(*index);
             }
             let groups = split_by_manifests(&positions, manifests.len());
             let first = groups[0];
-            let mut page: Vec<&FileScanTask> = (tasks.iter().zip(&positions))
+            let mut page: Vec<&Planned> = (tasks.iter().zip(&positions))
                 .filter(|(_, index)| (first.0..first.1).contains(*index))
                 .map(|(task, _)| task)
                 .collect();
@@ -572,24 +615,24 @@ impl Catalog {
         let mut delete_files = Vec::new();
         let mut scan_tasks = Vec::with_capacity(page.len());
         for task in page {
-            let residual = match residual_of(&task.data_file_path) {
+            let residual = match residual_of(&task.path) {
                 Residual::False => continue,
                 Residual::True => None,
                 Residual::Filter(narrowed) => Some(narrowed),
             };
             let mut references = Vec::with_capacity(task.deletes.len());
             for delete in &task.deletes {
-                let index = match delete_index.get(delete.file_path.as_str()) {
+                let index = match delete_index.get(delete.as_str()) {
                     Some(index) => *index,
                     None => {
-                        delete_files.push(encode(&delete.file_path)?);
-                        delete_index.insert(&delete.file_path, delete_files.len() - 1);
+                        delete_files.push(encode(delete)?);
+                        delete_index.insert(delete, delete_files.len() - 1);
                         delete_files.len() - 1
                     }
                 };
                 references.push(index);
             }
-            let mut scan_task = json!({ "data-file": encode(&task.data_file_path)? });
+            let mut scan_task = json!({ "data-file": encode(&task.path)? });
             if !references.is_empty() {
                 scan_task["delete-file-references"] = references.into();
             }
@@ -604,6 +647,12 @@ impl Catalog {
         }
         Ok(out)
     }
+}
+
+/// A planned data file and the delete files that apply to it, by path.
+struct Planned {
+    path: String,
+    deletes: Vec<String>,
 }
 
 /// The manifests a plan reads, in the order plan tasks name them by.
