@@ -346,20 +346,20 @@ impl Catalog {
         );
         let io = files.file_io();
         let failed = |e: iceberg::Error| planning_failed(ident, &files, e);
-        let in_scope = |index: usize| scope.is_none_or(|(from, to)| (from..to).contains(&index));
-        let unfiltered = (request.filter.as_ref())
-            .is_none_or(|f| f.get("type").and_then(Value::as_str) == Some("true"));
+        // The filter, unless it keeps every row (`true`).
+        let filter = (request.filter.as_ref())
+            .filter(|f| f.get("type").and_then(Value::as_str) != Some("true"));
         // An incremental plan scans a manifest list of the range's own manifests in
-        // scope, put in place of the end snapshot's; a point-in-time plan task one of
-        // the snapshot's manifests in scope and its delete manifests.
+        // scope, put in place of the end snapshot's.
         let (appended, manifests, counted) = if incremental {
             let range = incremental::range(metadata, request.start_snapshot_id, &snapshot)?;
-            let appended = incremental::appended(&io, metadata, &range, in_scope)
-                .await
-                .map_err(failed)?;
+            let appended =
+                incremental::appended(&io, metadata, &range, |index| in_scope(scope, index))
+                    .await
+                    .map_err(failed)?;
             let count = appended.manifests.len();
             let scoped = (appended.manifests.into_iter().enumerate())
-                .filter(|(index, _)| in_scope(*index))
+                .filter(|(index, _)| in_scope(scope, *index))
                 .map(|(_, manifest)| manifest)
                 .collect();
             let list = incremental::manifest_list(metadata, &snapshot, scoped)
@@ -383,26 +383,11 @@ impl Catalog {
             // manifest list counts: when they are too many for one answer, it is split
             // before the scan, which then reads only the first group's manifests (the
             // same split the tasks would give, without planning the others twice).
-            let counted = (scope.is_none() && offset == 0 && unfiltered)
+            let counted = (scope.is_none() && offset == 0 && filter.is_none())
                 .then(|| live_data_files(&list))
                 .flatten()
                 .filter(|counts| counts.iter().sum::<usize>() > PAGE_TASKS)
                 .map(|counts| split_counts(&counts));
-            let scope = counted.as_ref().map_or(scope, |groups| Some(groups[0]));
-            let in_scope =
-                |index: usize| scope.is_none_or(|(from, to)| (from..to).contains(&index));
-            if scope.is_some() {
-                let scoped = (list.iter().enumerate())
-                    .filter(|(index, m)| {
-                        m.content == ManifestContentType::Deletes || in_scope(*index)
-                    })
-                    .map(|(_, manifest)| manifest.clone())
-                    .collect();
-                let scoped = incremental::manifest_list(metadata, &snapshot, scoped)
-                    .await
-                    .map_err(CatalogError::internal)?;
-                files.substitute(snapshot.manifest_list(), scoped);
-            }
             (None, ManifestOrder::List(list), counted)
         };
         // Split from the manifest list's counts: this answer is the first group's, as
@@ -411,6 +396,20 @@ impl Catalog {
             Some(groups) => (Some(groups[0]), &groups[1..]),
             None => (scope, &[][..]),
         };
+        // A point-in-time plan's share scans the snapshot's manifests in scope and its
+        // delete manifests, as a manifest list put in place of the snapshot's.
+        if let (Some(_), ManifestOrder::List(list)) = (scope, &manifests) {
+            let scoped = (list.iter().enumerate())
+                .filter(|(index, m)| {
+                    m.content == ManifestContentType::Deletes || in_scope(scope, *index)
+                })
+                .map(|(_, manifest)| manifest.clone())
+                .collect();
+            let scoped = incremental::manifest_list(metadata, &snapshot, scoped)
+                .await
+                .map_err(CatalogError::internal)?;
+            files.substitute(snapshot.manifest_list(), scoped);
+        }
         // The entries of the files planned, by path, with their spec and manifest position:
         // an incremental plan's come with its range; the others', from the second pass
         // below (or the direct reading).
@@ -419,7 +418,7 @@ impl Catalog {
         // live entry of its data manifests: they are read once, here, and not scanned
         // (which would parse each one a second time, for no pruning and no deletes).
         let direct = match &manifests {
-            ManifestOrder::List(list) if unfiltered => {
+            ManifestOrder::List(list) if filter.is_none() => {
                 (list.iter()).all(|manifest| manifest.content == ManifestContentType::Data)
             }
             _ => false,
@@ -428,7 +427,7 @@ impl Catalog {
             ManifestOrder::List(list) if direct => {
                 let mut tasks = Vec::new();
                 for (index, manifest_file) in list.iter().enumerate() {
-                    if scope.is_some_and(|(from, to)| !(from..to).contains(&index)) {
+                    if !in_scope(scope, index) {
                         continue;
                     }
                     let manifest = manifest_file.load_manifest(&io).await.map_err(failed)?;
@@ -583,10 +582,6 @@ impl Catalog {
         // gets none takes the file as matching throughout (PyIceberg 0.12's `count()`
         // does). A file whose residual is `false` has no matching row and is left out:
         // the scan cannot prune by transform terms, and a page may then hold fewer tasks.
-        let filter = request
-            .filter
-            .as_ref()
-            .filter(|f| f.get("type").and_then(Value::as_str) != Some("true"));
         let mut narrowers: HashMap<i32, residual::Narrower> = HashMap::new();
         let mut residual_of = |path: &str| -> Residual {
             let Some(filter) = filter else {
@@ -647,6 +642,12 @@ impl Catalog {
         }
         Ok(out)
     }
+}
+
+/// Whether a plan task's manifests (`scope`, `[from, to)`; `None`: all) hold position
+/// `index`.
+fn in_scope(scope: Option<(usize, usize)>, index: usize) -> bool {
+    scope.is_none_or(|(from, to)| (from..to).contains(&index))
 }
 
 /// A planned data file and the delete files that apply to it, by path.
