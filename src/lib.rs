@@ -27,6 +27,7 @@ pub mod http;
 pub mod json_text;
 pub mod metrics;
 pub mod model;
+pub mod runtime;
 pub mod server;
 pub mod stable_hash;
 pub mod storage;

@@ -7,8 +7,7 @@ use clap::Parser;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
     let args = match floe::cli::config_file::expand(std::env::args_os().collect()) {
         Ok(args) => args,
         Err(e) => {
@@ -16,7 +15,17 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    match floe::cli::Cli::parse_from(args).run().await {
+    let cli = floe::cli::Cli::parse_from(args);
+    // Built after parsing: `serve` on the embedded store runs its threads below the
+    // commit thread, which this (main) thread starts (`floe::runtime`).
+    let runtime = match floe::runtime::build(cli.worker_nice()) {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("floe: starting the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(cli.run()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("floe: {e:#}");

@@ -30,6 +30,16 @@ pub enum Command {
 }
 
 impl Cli {
+    /// How many nice steps below the process the runtime's threads run (`runtime.rs`):
+    /// `floe serve --worker-nice` on the embedded store, else none (on PostgreSQL no
+    /// thread of this process is a serial section every write waits for).
+    pub fn worker_nice(&self) -> i32 {
+        match &self.command {
+            Command::Serve(args) if args.database_url.is_none() => args.worker_nice,
+            _ => 0,
+        }
+    }
+
     pub async fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Serve(args) => serve::run(*args).await,

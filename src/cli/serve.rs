@@ -56,6 +56,18 @@ pub struct ServeArgs {
     #[arg(long, env = "FLOE_FSYNC_JOURNAL_INTERVAL_MS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub fsync_journal_interval_ms: u64,
+    /// Embedded store: under load, the commit thread waits this many microseconds before
+    /// taking each group of writes, so that more of them share its COMMIT and sync (0:
+    /// none). An idle server's lone write never waits.
+    #[arg(long, env = "FLOE_COMMIT_GATHER_US", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub commit_gather_us: u64,
+    /// Embedded store: the request threads run this many nice steps below the commit
+    /// thread (0 to 19; 0: the same), so that it gets a core as soon as a write needs it.
+    /// Only lowers the request threads' own priority; needs no privileges.
+    #[arg(long, env = "FLOE_WORKER_NICE", default_value_t = 5,
+          value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub worker_nice: i32,
     /// Largest request body accepted, in bytes.
     #[arg(long, env = "FLOE_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -294,6 +306,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             .then(|| std::time::Duration::from_millis(args.fsync_journal_interval_ms)),
         max_body_bytes: args.max_body_bytes,
         metadata_cache_bytes: args.metadata_cache_mib << 20,
+        commit_gather: std::time::Duration::from_micros(args.commit_gather_us),
         postgres: args.database_url.as_ref().map(|url| PostgresSettings {
             url: url.clone(),
             pool_size: args.db_pool_size,

@@ -18,9 +18,17 @@
 //! begins and after it ends, whatever the outcome (a panic included). The file journal
 //! (`journal.rs`) is kept here too: each group deletes the entries sync rounds covered
 //! since the last, and publishes the last entry it committed.
+//!
+//! Under load (the last group had more than one batch) the thread waits a short *gather
+//! window* before it takes a group, as PostgreSQL's `commit_delay` does. The server runs
+//! its request threads a few nice steps below this one (`crate::runtime`), so the thread
+//! gets a core as soon as it wakes; without the window it would then wake for groups of
+//! two or three, and each write would pay a larger share of a COMMIT and its sync.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
@@ -45,6 +53,8 @@ struct Job {
 /// The queue in front of the commit thread.
 pub(super) struct GroupCommitter {
     queue: mpsc::Sender<Job>,
+    /// The gather window, in microseconds (0: none); read by the thread for every group.
+    gather_us: Arc<AtomicU64>,
 }
 
 impl GroupCommitter {
@@ -56,6 +66,8 @@ impl GroupCommitter {
         journal: Arc<JournalMarks>,
     ) -> std::io::Result<Self> {
         let (queue, jobs) = mpsc::channel::<Job>();
+        let gather_us = Arc::new(AtomicU64::new(0));
+        let gather = gather_us.clone();
         std::thread::Builder::new()
             .name("floe-sqlite-commit".into())
             .spawn(move || {
@@ -64,9 +76,15 @@ impl GroupCommitter {
                 if let Err(e) = slice::ask_for_short_slice() {
                     tracing::debug!(error = %e, "the commit thread keeps the default scheduler slice");
                 }
-                run(&writer, &cache, &journal, &jobs)
+                run(&writer, &cache, &journal, &jobs, &gather)
             })?;
-        Ok(GroupCommitter { queue })
+        Ok(GroupCommitter { queue, gather_us })
+    }
+
+    /// Sets the gather window taken before each group under load (zero: none).
+    pub(super) fn set_gather(&self, window: Duration) {
+        let us = u64::try_from(window.as_micros()).unwrap_or(u64::MAX);
+        self.gather_us.store(us, Ordering::Relaxed);
     }
 
     /// Applies `batch` in the next group; resolves once it is durable (or refused).
@@ -119,11 +137,18 @@ fn run(
     cache: &ObjectCache,
     journal: &JournalMarks,
     jobs: &mpsc::Receiver<Job>,
+    gather_us: &AtomicU64,
 ) {
     // The journal entries deleted so far (all those up to here).
     let mut trimmed = 0;
+    // How many batches the last group took: more than one means writes are queuing.
+    let mut last = 0;
     // Ends when the store (every sender) is dropped.
     while let Ok(first) = jobs.recv() {
+        if let Some(window) = gather_window(last, gather_us.load(Ordering::Relaxed)) {
+            // A sleep, not a wait on the queue: a wait would be woken by every write.
+            std::thread::sleep(window);
+        }
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match jobs.try_recv() {
@@ -150,6 +175,7 @@ fn run(
             results
         }));
         drop((batches, packed));
+        last = group.len();
         if let Ok(results) = outcome {
             for (job, result) in group.into_iter().zip(results) {
                 // The caller may have gone (its request was cancelled); the write stands.
@@ -159,6 +185,12 @@ fn run(
             }
         }
     }
+}
+
+/// The wait before the next group: the window, but only when the last group had more
+/// than one batch (a lone write on an idle server commits at once).
+fn gather_window(last_group: usize, window_us: u64) -> Option<Duration> {
+    (last_group > 1 && window_us > 0).then(|| Duration::from_micros(window_us))
 }
 
 /// One transaction for `batches`; a result per batch, in order.
@@ -296,4 +328,20 @@ fn journal_fail(n: usize, error: &StoreError) -> Vec<StoreResult<Applied>> {
 
 fn internal(message: &str) -> StoreError {
     StoreError::Internal(anyhow::anyhow!("{message}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window is taken only under load and only when set: a write after a lone one
+    /// (or the first write) commits at once.
+    #[test]
+    fn the_gather_window_is_taken_only_after_a_group_of_several() {
+        assert_eq!(gather_window(0, 300), None);
+        assert_eq!(gather_window(1, 300), None);
+        assert_eq!(gather_window(2, 300), Some(Duration::from_micros(300)));
+        assert_eq!(gather_window(256, 300), Some(Duration::from_micros(300)));
+        assert_eq!(gather_window(6, 0), None);
+    }
 }

@@ -206,6 +206,12 @@ impl SqliteStore {
         })
     }
 
+    /// Under load, the commit thread waits `window` before taking each group, so that
+    /// more writes share its COMMIT (`group.rs`); zero, the default, takes them at once.
+    pub fn set_commit_gather(&self, window: std::time::Duration) {
+        self.committer.set_gather(window);
+    }
+
     /// A namespace's properties, from the cache or the database. `for_update`: a cached
     /// copy is handed over (`ObjectCache::take_namespace`), and a read does not fill the
     /// cache, so the caller holds the only copy and may change it in place.

@@ -14,6 +14,10 @@
 //! is unchanged. Any thread may set its own, without privileges. On older kernels the
 //! request has no effect, and a kernel or sandbox that refuses the call leaves the thread
 //! as it was: either way the commit thread is only slower to get a core, as before.
+//!
+//! `floe serve` also runs its request threads a few nice steps below this one
+//! (`crate::runtime`), which needs no privileges either; the gather window in `group.rs`
+//! keeps the groups from shrinking when the thread gets its core that early.
 
 /// The slice asked for: EEVDF's shortest (it clamps shorter requests to 0.1 ms).
 #[cfg(target_os = "linux")]
