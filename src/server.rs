@@ -149,7 +149,7 @@ fn open_file_journal(
 
 /// The embedded store's gather window (`--commit-gather-us`): with the request threads
 /// below the commit thread (`crate::runtime`), 300 µs took the 50/50 mix's write p50 from
-/// 5.57 to 5.25 ms and its requests/s up 6% (BENCHMARKS.md).
+/// 5.80 to 5.27 ms and its requests/s up 7%; 500 µs measured the same (BENCHMARKS.md).
 pub const DEFAULT_COMMIT_GATHER: Duration = Duration::from_micros(300);
 
 /// How often expired idempotency records are deleted.

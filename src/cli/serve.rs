@@ -65,7 +65,7 @@ pub struct ServeArgs {
     /// Embedded store: the request threads run this many nice steps below the commit
     /// thread (0 to 19; 0: the same), so that it gets a core as soon as a write needs it.
     /// Only lowers the request threads' own priority; needs no privileges.
-    #[arg(long, env = "FLOE_WORKER_NICE", default_value_t = 5,
+    #[arg(long, env = "FLOE_WORKER_NICE", default_value_t = 10,
           value_parser = clap::value_parser!(i32).range(0..=19))]
     pub worker_nice: i32,
     /// Largest request body accepted, in bytes.
