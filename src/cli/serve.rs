@@ -59,7 +59,8 @@ pub struct ServeArgs {
     /// Embedded store: under load, the commit thread waits this many microseconds before
     /// taking each group of writes, so that more of them share its COMMIT and sync (0:
     /// none). An idle server's lone write never waits.
-    #[arg(long, env = "FLOE_COMMIT_GATHER_US", default_value_t = 300,
+    #[arg(long, env = "FLOE_COMMIT_GATHER_US",
+          default_value_t = crate::server::DEFAULT_COMMIT_GATHER.as_micros() as u64,
           value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub commit_gather_us: u64,
     /// Embedded store: the request threads run this many nice steps below the commit
