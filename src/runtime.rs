@@ -31,9 +31,9 @@ pub fn build(worker_nice: i32) -> std::io::Result<tokio::runtime::Runtime> {
     builder.build()
 }
 
-/// The calling thread's nice value.
+/// The calling thread's nice value (also read by the commit thread's slice request).
 #[cfg(target_os = "linux")]
-fn own_nice() -> i32 {
+pub(crate) fn own_nice() -> i32 {
     // SAFETY: reads the calling thread's own nice value: on Linux, PRIO_PROCESS with 0
     // names the calling thread, not the whole process. It cannot fail for the calling
     // thread (and -1 is also a nice value, so it could not say so).
@@ -42,7 +42,7 @@ fn own_nice() -> i32 {
 
 /// Sets the calling thread's nice value (only upwards without `CAP_SYS_NICE`).
 #[cfg(target_os = "linux")]
-fn set_own_nice(nice: i32) -> std::io::Result<()> {
+pub(crate) fn set_own_nice(nice: i32) -> std::io::Result<()> {
     // SAFETY: sets the calling thread's own nice value (0 names the calling thread).
     if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } == 0 {
         Ok(())
@@ -52,12 +52,12 @@ fn set_own_nice(nice: i32) -> std::io::Result<()> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn own_nice() -> i32 {
+pub(crate) fn own_nice() -> i32 {
     0
 }
 
 #[cfg(not(target_os = "linux"))]
-fn set_own_nice(_nice: i32) -> std::io::Result<()> {
+pub(crate) fn set_own_nice(_nice: i32) -> std::io::Result<()> {
     Err(std::io::ErrorKind::Unsupported.into())
 }
 
@@ -65,16 +65,26 @@ fn set_own_nice(_nice: i32) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// Runs `test` on a thread of its own, so that what it builds and starts begins from
+    /// a thread no other test shares.
+    fn on_a_thread_of_its_own(test: impl FnOnce() + Send + 'static) {
+        std::thread::spawn(test).join().unwrap();
+    }
+
+    /// The nice value a task sees on one of `runtime`'s workers.
+    fn on_a_worker(runtime: &tokio::runtime::Runtime) -> i32 {
+        (runtime.block_on(async { tokio::spawn(async { own_nice() }).await })).unwrap()
+    }
+
     /// The runtime's threads run lower, the thread that built it does not, and neither
     /// does a thread it starts afterwards (as `floe serve` starts the commit thread).
     #[test]
     fn runtime_threads_run_below_the_thread_that_built_them() {
-        std::thread::spawn(|| {
+        on_a_thread_of_its_own(|| {
             let base = own_nice();
             let runtime = build(5).expect("runtime");
-            let worker = runtime.block_on(async { tokio::spawn(async { own_nice() }).await });
             let blocking = runtime.block_on(runtime.spawn_blocking(own_nice));
-            assert_eq!(worker.unwrap(), (base + 5).min(19));
+            assert_eq!(on_a_worker(&runtime), (base + 5).min(19));
             assert_eq!(blocking.unwrap(), (base + 5).min(19));
             // A blocking thread started by a worker (which inherits the worker's value).
             let nested = runtime.block_on(async {
@@ -84,21 +94,16 @@ mod tests {
             assert_eq!(own_nice(), base);
             let started = runtime.block_on(async { std::thread::spawn(own_nice).join() });
             assert_eq!(started.unwrap(), base);
-        })
-        .join()
-        .unwrap();
+        });
     }
 
     /// Zero leaves every thread as it was.
     #[test]
     fn zero_changes_nothing() {
-        std::thread::spawn(|| {
+        on_a_thread_of_its_own(|| {
             let base = own_nice();
             let runtime = build(0).expect("runtime");
-            let worker = runtime.block_on(async { tokio::spawn(async { own_nice() }).await });
-            assert_eq!(worker.unwrap(), base);
-        })
-        .join()
-        .unwrap();
+            assert_eq!(on_a_worker(&runtime), base);
+        });
     }
 }

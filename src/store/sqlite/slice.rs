@@ -44,10 +44,7 @@ fn attr(nice: i32, runtime_ns: u64) -> libc::sched_attr {
 /// nice value; the error is the kernel's refusal.
 #[cfg(target_os = "linux")]
 pub(super) fn ask_for_short_slice() -> std::io::Result<()> {
-    // SAFETY: `getpriority` only reads the calling thread's nice value (0 names it). It
-    // cannot fail for the calling thread, which is as well: -1 is also a nice value.
-    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-    let attr = attr(nice, SLICE_NS);
+    let attr = attr(crate::runtime::own_nice(), SLICE_NS);
     // SAFETY: the kernel reads `attr.size` bytes from a live, initialised struct of that
     // size; pid 0 is the calling thread; no flags.
     let done = unsafe {
@@ -103,8 +100,7 @@ mod tests {
     #[test]
     fn the_slice_is_set_and_nothing_else_changes() {
         std::thread::spawn(|| {
-            // SAFETY: sets the calling thread's own nice value (0 names it).
-            assert_eq!(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 3) }, 0);
+            crate::runtime::set_own_nice(3).expect("setpriority");
             let before = current();
             ask_for_short_slice().expect("sched_setattr");
             let after = current();
