@@ -371,12 +371,7 @@ pub fn table_document_spliced(
     };
     let log = match metadata.metadata_log() {
         [] => None,
-        log => Some(
-            base_fields
-                .value(base, "metadata-log")
-                .and_then(|base_log| metadata_log_spliced(base_log, log))
-                .unwrap_or_else(|| metadata_log_text(log)),
-        ),
+        log => Some(metadata_log_text(log)),
     };
     let mut time = itoa::Buffer::new();
     let changes = [
@@ -399,67 +394,20 @@ pub fn table_document_spliced(
 /// table commit in Polaris's benchmark (100 entries, the default log length).
 fn metadata_log_text(log: &[MetadataLog]) -> String {
     let mut out = Vec::with_capacity(log.iter().map(|e| e.metadata_file.len() + 48).sum());
+    let mut number = itoa::Buffer::new();
     out.push(b'[');
     for (i, entry) in log.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        push_log_entry(&mut out, entry);
+        out.extend_from_slice(b"{\"metadata-file\":");
+        crate::json_text::push_str(&mut out, &entry.metadata_file);
+        out.extend_from_slice(b",\"timestamp-ms\":");
+        out.extend_from_slice(number.format(entry.timestamp_ms).as_bytes());
+        out.push(b'}');
     }
     out.push(b']');
     String::from_utf8(out).expect("JSON text is UTF-8")
-}
-
-/// Appends one metadata log entry's JSON text.
-fn push_log_entry(out: &mut Vec<u8>, entry: &MetadataLog) {
-    out.extend_from_slice(LOG_ENTRY_START.as_bytes());
-    crate::json_text::push_str(out, &entry.metadata_file);
-    out.extend_from_slice(b",\"timestamp-ms\":");
-    out.extend_from_slice(itoa::Buffer::new().format(entry.timestamp_ms).as_bytes());
-    out.push(b'}');
-}
-
-/// How each entry of a metadata log's text starts. Inside a JSON string every `"` is
-/// escaped, so this text (with its bare quotes) occurs in a log's text only where an
-/// entry starts.
-const LOG_ENTRY_START: &str = "{\"metadata-file\":";
-
-/// A property-only commit's metadata log (`log`) written from its base document's log
-/// text (`base_log`): iceberg-rust's `build` appends the previous file to the base's log
-/// and trims the oldest entries, so all but the last entry are the base text's last
-/// entries, copied as they are. Why: writing every entry again read each location from
-/// the kept model, whose strings are cold in memory by the table's next commit (about
-/// 3% of the server's CPU in Polaris's benchmark, where logs hold 100 entries).
-/// `None` when the base text does not hold as many entries as are kept, or its first and
-/// last kept entries are not the model's: the log is then written whole. With the
-/// self-check on, every spliced document is compared with the one written whole.
-fn metadata_log_spliced(base_log: &str, log: &[MetadataLog]) -> Option<String> {
-    let (newest, kept) = log.split_last()?;
-    let entries = base_log.strip_prefix('[')?.strip_suffix(']')?;
-    let tail = match kept.len() {
-        0 => "",
-        n => &entries[entries.rmatch_indices(LOG_ENTRY_START).nth(n - 1)?.0..],
-    };
-    let text = |entry: &MetadataLog| {
-        let mut out = Vec::new();
-        push_log_entry(&mut out, entry);
-        out
-    };
-    let (first, last) = (kept.first(), kept.last());
-    if first.is_some_and(|e| !tail.as_bytes().starts_with(&text(e)))
-        || last.is_some_and(|e| !tail.as_bytes().ends_with(&text(e)))
-    {
-        return None;
-    }
-    let mut out = Vec::with_capacity(tail.len() + newest.metadata_file.len() + 50);
-    out.push(b'[');
-    out.extend_from_slice(tail.as_bytes());
-    if !tail.is_empty() {
-        out.push(b',');
-    }
-    push_log_entry(&mut out, newest);
-    out.push(b']');
-    String::from_utf8(out).ok()
 }
 
 /// The document `spliced` gave (a property-only commit's), else the one `whole` writes.
@@ -1093,41 +1041,6 @@ mod tests {
                 "{version:?}"
             );
         }
-    }
-
-    #[test]
-    fn a_metadata_log_is_spliced_from_its_base_text_or_not_at_all() {
-        let entries: Vec<MetadataLog> = serde_json::from_value(serde_json::json!([
-            {"metadata-file": "file:///t/metadata/1.json", "timestamp-ms": 1},
-            // Text that looks like an entry's start, escaped inside a location.
-            {"metadata-file": "s3://b/{\"metadata-file\":\"x\"}/2.json", "timestamp-ms": 2},
-            {"metadata-file": "file:///t/metadata/3\\.json", "timestamp-ms": 3},
-            {"metadata-file": "file:///t/metadata/4.json", "timestamp-ms": 4},
-        ]))
-        .unwrap();
-        // Every base and every log built from it as iceberg-rust builds one (the base's
-        // last entries, then one more), up to a log longer than the base.
-        for base_len in 0..entries.len() {
-            let base = metadata_log_text(&entries[..base_len]);
-            for kept in 0..=base_len {
-                let log = &entries[base_len - kept..=base_len];
-                assert_eq!(
-                    metadata_log_spliced(&base, log).as_deref(),
-                    Some(metadata_log_text(log).as_str()),
-                    "base {base_len}, kept {kept}"
-                );
-            }
-            // More kept than the base holds: not spliced.
-            let longer = [&entries[..=base_len], &entries[..]].concat();
-            assert_eq!(metadata_log_spliced(&base, &longer), None);
-        }
-        // Kept entries that are not the base's last ones, first or last: not spliced.
-        let base = metadata_log_text(&entries[..3]);
-        let e = |i: usize| entries[i].clone();
-        assert_eq!(metadata_log_spliced(&base, &[e(3), e(2), e(0)]), None);
-        assert_eq!(metadata_log_spliced(&base, &[e(1), e(3), e(0)]), None);
-        // Not a log's text.
-        assert_eq!(metadata_log_spliced("{}", &entries), None);
     }
 
     #[test]

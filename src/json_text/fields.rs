@@ -53,14 +53,6 @@ impl Fields {
         self.spans.capacity() * std::mem::size_of::<Span>()
     }
 
-    /// The value text of the field `key` (as written, unescaped) in `base`, the text
-    /// these fields describe.
-    pub fn value<'a>(&self, base: &'a str, key: &str) -> Option<&'a str> {
-        let slice = |r: &Range<u32>| base.get(r.start as usize..r.end as usize);
-        let span = self.spans.iter().find(|s| slice(&s.key) == Some(key))?;
-        slice(&span.value)
-    }
-
     /// `base` (the text these fields describe) with `changes` made: each a key and the
     /// value text to write for it (replacing the field, or inserted in key order), or
     /// `None` to drop the field. `changes` must be in key order. The caller vouches that
@@ -172,8 +164,6 @@ mod tests {
                 ("c", r#"{"k":"v"}"#)
             ]
         );
-        assert_eq!(fields.value(&text, "b"), Some(r#"[1,{"x":2}]"#));
-        assert_eq!(fields.value(&text, "x"), None);
         // Only an object has fields.
         assert_eq!(
             sorted::to_document(&json!([{"a": 1}]), &[], &[]).unwrap().1,
