@@ -15,6 +15,9 @@
 #
 # Environment: WARM, DUR; ARGS (more `serve` arguments for both sides).
 #
+# Each server starts once the disk is quiet (`bench/quiet-disk.sh`): a few seconds after
+# the last run, longer after another A/B's cleanup.
+#
 # Each run's files are kept until the end (or until the disk runs low): ext4 without a
 # journal skips inodes freed in the last minute when it allocates one, so a run started
 # just after the last one's files were deleted spent ~7% of the server's CPU in that scan
@@ -23,6 +26,8 @@
 # hot-table commits fell from ~5,000 to ~1,700/s over back-to-back runs that each
 # deleted their files (BENCHMARKS.md, "The commit thread asks for a short scheduler slice").
 set -euo pipefail
+# shellcheck source=bench/quiet-disk.sh
+source "$(dirname "$0")/quiet-disk.sh"
 OLD=${1:?old binary}
 NEW=${2:?new binary}
 # Two copies of one build make an A/A run: say so, since its ratios then measure only
@@ -57,6 +62,8 @@ for r in $(seq "$RUNS"); do
       # Low on space: delete, then wait out the minute those inodes are skipped for.
       cleanup; kept=(); sync; sleep 65
     fi
+    # The last run's writes (or the last A/B's deletions) settled first (`quiet-disk.sh`).
+    wait_for_quiet_disk
     if [[ $side == old ]]; then bin=$OLD; else bin=$NEW; fi
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     dir=$(mktemp -d /tmp/floe-ab-cpu.XXXXXX)

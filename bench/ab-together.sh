@@ -22,7 +22,11 @@
 # per side and run: requests/s, the server's CPU per request, p50s; then the run's ratio.
 #
 # Environment: WARM, DUR, USERS; ARGS (more `serve` arguments for both sides).
+#
+# Each run starts once the disk is quiet (`bench/quiet-disk.sh`).
 set -euo pipefail
+# shellcheck source=bench/quiet-disk.sh
+source "$(dirname "$0")/quiet-disk.sh"
 OLD=${1:?old binary}
 NEW=${2:?new binary}
 # Two copies of one build make an A/A run: say so, since its ratios then measure only
@@ -55,6 +59,8 @@ for r in $(seq "$RUNS"); do
   if (( $(df --output=avail -k /tmp | tail -1) < 16 * 1024 * 1024 )); then
     if ((${#dirs[@]})); then rm -rf "${dirs[@]}"; fi; dirs=(); sync; sleep 65
   fi
+  # The last run's writes (or the last A/B's deletions) settled first (`quiet-disk.sh`).
+  wait_for_quiet_disk
   for side in "${order[@]}"; do
     if [[ $side == old ]]; then bin=$OLD; else bin=$NEW; fi
     port[$side]=$(free_port)
