@@ -20,11 +20,18 @@ pub fn build(worker_nice: i32) -> std::io::Result<tokio::runtime::Runtime> {
         // An absolute value, not a step from the starting thread's own: a runtime thread
         // may be started by another one, whose value it inherits.
         let nice = (own_nice() + worker_nice).min(19);
+        // Said once: where one thread cannot lower its priority (not Linux, or a sandbox
+        // that refuses `setpriority`), none can.
+        static REFUSED: std::sync::Once = std::sync::Once::new();
         builder.on_thread_start(move || {
             if let Err(e) = set_own_nice(nice) {
-                // Before logging is set up: the thread keeps its priority, and the server
-                // is only slower under load, so say it and go on.
-                eprintln!("floe: a runtime thread keeps its priority: {e}");
+                // Before logging is set up: the threads keep their priority, and the
+                // server is only slower under load, so say it and go on.
+                REFUSED.call_once(|| {
+                    eprintln!(
+                        "floe: the runtime's threads keep their priority (--worker-nice {worker_nice}): {e}"
+                    )
+                });
             }
         });
     }
