@@ -14,7 +14,14 @@
 # same binary twice with different flags compares settings), DATABASE_URL (a PostgreSQL
 # superuser URL: each server then gets a fresh database there instead of the embedded
 # store).
+#
+# Each server starts once the disk is quiet (`bench/quiet-disk.sh`): the run before it
+# deleted its files just now. The minute in which ext4 then skips those inodes is not
+# waited out (`bench/ab-cpu.sh` keeps its runs' files for that reason; this script does
+# not yet), so the second side of a pair may still measure slower.
 set -euo pipefail
+# shellcheck source=bench/quiet-disk.sh
+source "$(dirname "$0")/quiet-disk.sh"
 OLD=${1:?old binary}
 NEW=${2:?new binary}
 RUNS=${3:-3}
@@ -26,6 +33,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 run() {
   local bin=$1 tag=$2 extra=$3 port dir pid db=()
+  wait_for_quiet_disk
   port=$(free_port)
   dir=$(mktemp -d /tmp/floe-ab.XXXXXX)
   if [[ -n "${DATABASE_URL:-}" ]]; then
