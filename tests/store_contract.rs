@@ -124,6 +124,7 @@ contract!(
     loads_see_every_acknowledged_write,
     loads_return_the_current_document,
     enqueued_commits_build_on_each_other,
+    lists_see_every_acknowledged_membership_change,
 );
 
 // ---------------------------------------------------------------------------------
@@ -1918,5 +1919,197 @@ async fn enqueued_commits_build_on_each_other(store: Arc<dyn Store>) {
     assert_eq!(
         pointer(&store, "c", &t).await.as_deref(),
         Some(previous.metadata_location.as_str())
+    );
+}
+
+/// A list returns every membership change acknowledged before it began (the embedded
+/// store keeps list pages in memory): creates seen by concurrent listers, then each
+/// other kind of change after the lists it changes were just read (and so may be kept):
+/// a namespace created, a rename across namespaces, a commit that changes no list, a
+/// drop kept for undrop and the undrop, a view, a namespace dropped, a catalog created.
+async fn lists_see_every_acknowledged_membership_change(store: Arc<dyn Store>) {
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    let c = catalog_with_db(&store, "c").await;
+    let name = |i: u32| format!("t{i:02}");
+    const TABLES: u32 = 30;
+    let acked = Arc::new(AtomicU32::new(0));
+    let mut listers = Vec::new();
+    for lister in 0..4 {
+        let (store, acked) = (store.clone(), acked.clone());
+        listers.push(tokio::spawn(async move {
+            loop {
+                let floor = acked.load(SeqCst);
+                // Half the listers read a one-name page, the others the whole list.
+                let limit = (lister % 2 == 0).then_some(1);
+                let page = store
+                    .list_objects(
+                        "c",
+                        &ns(&["db"]),
+                        ObjectKind::Table,
+                        &PageRequest { after: None, limit },
+                    )
+                    .await
+                    .unwrap();
+                if limit.is_some() {
+                    // Later creates may already be visible, never fewer than acknowledged.
+                    if floor >= 1 {
+                        assert_eq!(page.items, vec![name(0)]);
+                    }
+                    assert!(
+                        floor < 2 || page.next_after.is_some(),
+                        "{floor} acknowledged"
+                    );
+                } else {
+                    let expected: Vec<String> = (0..floor).map(name).collect();
+                    assert!(
+                        page.items.len() >= floor as usize
+                            && page.items[..floor as usize] == expected,
+                        "list {:?} after {floor} creates were acknowledged",
+                        page.items
+                    );
+                }
+                if floor == TABLES {
+                    return;
+                }
+                tokio::task::yield_now().await;
+            }
+        }));
+    }
+    let mut writes = Vec::new();
+    for i in 0..TABLES {
+        let write = create(ObjectKind::Table, &ident(&["db"], &name(i)), &name(i));
+        commit(&store, c.id, vec![write.clone()]).await.unwrap();
+        writes.push(write);
+        acked.store(i + 1, SeqCst);
+    }
+    for lister in listers {
+        lister.await.unwrap();
+    }
+    let all: Vec<String> = (0..TABLES).map(name).collect();
+    let namespaces = |store: Arc<dyn Store>| async move {
+        store
+            .list_namespaces("c", &Namespace::root(), &PageRequest::default())
+            .await
+            .unwrap()
+            .items
+    };
+    assert_eq!(namespaces(store.clone()).await, vec![ns(&["db"])]);
+    create_namespace(&store, c.id, &["db2"]).await.unwrap();
+    assert_eq!(
+        namespaces(store.clone()).await,
+        vec![ns(&["db"]), ns(&["db2"])]
+    );
+    // A rename across namespaces leaves one list and joins the other.
+    assert_eq!(tables_in(&store, "c", &["db2"]).await, Vec::<String>::new());
+    assert_eq!(tables_in(&store, "c", &["db"]).await, all);
+    store
+        .write(batch(Mutation::RenameObject {
+            catalog: c.id,
+            kind: ObjectKind::Table,
+            from: ident(&["db"], &name(0)),
+            to: ident(&["db2"], "moved"),
+            expected: writes[0].metadata_location.clone(),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(tables_in(&store, "c", &["db"]).await, all[1..]);
+    assert_eq!(tables_in(&store, "c", &["db2"]).await, vec!["moved"]);
+    // A commit to an existing table changes no list.
+    let next = update(&writes[1], &writes[1].metadata_location, 1);
+    commit(&store, c.id, vec![next.clone()]).await.unwrap();
+    assert_eq!(tables_in(&store, "c", &["db"]).await, all[1..]);
+    // Dropped (kept for undrop), then back.
+    store
+        .write(batch(Mutation::DropObject {
+            catalog: c.id,
+            kind: ObjectKind::Table,
+            ident: ident(&["db"], &name(1)),
+            expected: next.metadata_location.clone(),
+            retain: Some(Retention {
+                id: "d1".into(),
+                purge: false,
+                dropped_ms: now_ms(),
+                expires_ms: now_ms() + 60_000,
+            }),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(tables_in(&store, "c", &["db"]).await, all[2..]);
+    store
+        .write(batch(Mutation::Undrop {
+            catalog: c.id,
+            id: "d1".into(),
+            write: ObjectWrite {
+                expected_metadata_location: None,
+                ..next.clone()
+            },
+        }))
+        .await
+        .unwrap();
+    assert_eq!(tables_in(&store, "c", &["db"]).await, all[1..]);
+    // A view joins the views' list, not the tables'.
+    let views = |store: Arc<dyn Store>| async move {
+        store
+            .list_objects("c", &ns(&["db"]), ObjectKind::View, &PageRequest::default())
+            .await
+            .unwrap()
+            .items
+    };
+    assert_eq!(views(store.clone()).await, Vec::<String>::new());
+    commit(
+        &store,
+        c.id,
+        vec![create(ObjectKind::View, &ident(&["db"], "v"), "v")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(views(store.clone()).await, vec!["v"]);
+    assert_eq!(tables_in(&store, "c", &["db"]).await, all[1..]);
+    // An emptied namespace dropped: gone from its parent's list, and its own list fails.
+    store
+        .write(batch(Mutation::DropObject {
+            catalog: c.id,
+            kind: ObjectKind::Table,
+            ident: ident(&["db2"], "moved"),
+            expected: writes[0].metadata_location.clone(),
+            retain: None,
+        }))
+        .await
+        .unwrap();
+    assert_eq!(tables_in(&store, "c", &["db2"]).await, Vec::<String>::new());
+    store
+        .write(batch(Mutation::DropNamespace {
+            catalog: c.id,
+            namespace: ns(&["db2"]),
+        }))
+        .await
+        .unwrap();
+    assert_eq!(namespaces(store.clone()).await, vec![ns(&["db"])]);
+    assert!(matches!(
+        store
+            .list_objects(
+                "c",
+                &ns(&["db2"]),
+                ObjectKind::Table,
+                &PageRequest::default()
+            )
+            .await,
+        Err(StoreError::NamespaceMissing(_))
+    ));
+    // A catalog that did not exist when listed is listed once created.
+    assert!(matches!(
+        store
+            .list_namespaces("c2", &Namespace::root(), &PageRequest::default())
+            .await,
+        Err(StoreError::CatalogMissing(_))
+    ));
+    catalog_with_db(&store, "c2").await;
+    assert_eq!(
+        store
+            .list_namespaces("c2", &Namespace::root(), &PageRequest::default())
+            .await
+            .unwrap()
+            .items,
+        vec![ns(&["db"])]
     );
 }

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::HashMap;
 
+use super::list_cache::ListCache;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::cache_text::CachedText;
 use crate::store::{Mutation, ObjectKey, Reach, StoredObject, StoredProperties};
@@ -121,6 +122,8 @@ pub(super) struct ObjectCache {
     inner: Mutex<Inner>,
     /// Most metadata bytes kept; 0 turns the cache off.
     budget: usize,
+    /// Recent list pages, bracketed by the same commit thread (`list_cache.rs`).
+    pub(super) lists: ListCache,
 }
 
 fn cost(metadata_location: &str, metadata: &str) -> usize {
@@ -138,6 +141,8 @@ impl ObjectCache {
         ObjectCache {
             inner: Mutex::new(Inner::default()),
             budget,
+            // List pages are small: an eighth of the documents' budget holds thousands.
+            lists: ListCache::new(budget / 8),
         }
     }
 

@@ -36,6 +36,7 @@ use tokio::sync::oneshot;
 use super::cache::{ObjectCache, Touched};
 use super::documents;
 use super::journal::{self, JournalMarks};
+use super::list_cache::changes_membership;
 use super::slice;
 use super::writes;
 use crate::store::{Applied, StoreError, StoreResult, WriteBatch, WriteTicket};
@@ -112,22 +113,31 @@ impl GroupCommitter {
     }
 }
 
-/// Tells the cache a group ended when dropped, so that a panic ends it too.
+/// Tells the caches a group ended when dropped, so that a panic ends it too.
 struct Bracket<'a> {
     cache: &'a ObjectCache,
     touched: Touched,
+    /// Whether the group may change what a list returns.
+    lists: bool,
 }
 
 impl<'a> Bracket<'a> {
     fn begin(cache: &'a ObjectCache, batches: &[&WriteBatch]) -> Self {
         let touched = Touched::of(batches.iter().map(|b| &b.mutation));
+        let lists = batches.iter().any(|b| changes_membership(&b.mutation));
         cache.begin(&touched);
-        Bracket { cache, touched }
+        cache.lists.begin(lists);
+        Bracket {
+            cache,
+            touched,
+            lists,
+        }
     }
 }
 
 impl Drop for Bracket<'_> {
     fn drop(&mut self) {
+        self.cache.lists.end(self.lists);
         self.cache.end(&self.touched);
     }
 }

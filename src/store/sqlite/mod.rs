@@ -10,6 +10,7 @@
 //! - `mod.rs`: connections, schema, reads and the `Store` impl.
 //! - `cache.rs`: current table and view pointers kept in memory for loads, valid because
 //!   this process is the only writer.
+//! - `list_cache.rs`: recent list pages kept in memory on the same terms.
 //! - `group.rs`: group commit: concurrent write batches share one transaction and its
 //!   fsyncs, each in its own savepoint.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
@@ -26,6 +27,7 @@ mod documents;
 mod dropped;
 mod group;
 mod journal;
+mod list_cache;
 mod outbox;
 mod schema;
 mod slice;
@@ -36,6 +38,7 @@ pub use journal::JournalMarks;
 
 use cache::{Lookup, ObjectCache};
 use documents::Document;
+use list_cache::{ListKey, ListLookup, Listing};
 use schema::{migrate, MIGRATIONS};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -523,7 +526,12 @@ impl Store for SqliteStore {
         parent: &Namespace,
         page: &PageRequest,
     ) -> StoreResult<Page<Namespace>> {
-        self.read(|conn| {
+        let key = ListKey::new(catalog, parent, Listing::Namespaces, page);
+        let ticket = match self.exclusive.cache.lists.get(&key) {
+            ListLookup::Hit(page) => return Ok(page),
+            ListLookup::Miss(ticket) => ticket,
+        };
+        let listed = self.read(|conn| {
             let id = catalog_id(conn, catalog)?;
             require_namespace(conn, id, parent)?;
             let mut stmt = conn
@@ -541,7 +549,9 @@ impl Store for SqliteStore {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(internal)?;
             Ok(page_of(items, page, |ns| ns.last().to_string()))
-        })
+        })?;
+        self.exclusive.cache.lists.fill(ticket, key, &listed);
+        Ok(listed)
     }
 
     async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>> {
@@ -590,7 +600,12 @@ impl Store for SqliteStore {
         kind: ObjectKind,
         page: &PageRequest,
     ) -> StoreResult<Page<String>> {
-        self.read(|conn| {
+        let key = ListKey::new(catalog, namespace, Listing::Objects(kind), page);
+        let ticket = match self.exclusive.cache.lists.get(&key) {
+            ListLookup::Hit(page) => return Ok(page),
+            ListLookup::Miss(ticket) => ticket,
+        };
+        let listed = self.read(|conn| {
             let id = catalog_id(conn, catalog)?;
             require_namespace(conn, id, namespace)?;
             let mut stmt = conn
@@ -608,7 +623,9 @@ impl Store for SqliteStore {
                 .collect::<Result<Vec<String>, _>>()
                 .map_err(internal)?;
             Ok(page_of(items, page, Clone::clone))
-        })
+        })?;
+        self.exclusive.cache.lists.fill(ticket, key, &listed);
+        Ok(listed)
     }
 
     async fn idempotency_record(
