@@ -15,10 +15,11 @@
 # superuser URL: each server then gets a fresh database there instead of the embedded
 # store).
 #
-# Each server starts once the disk is quiet (`bench/quiet-disk.sh`): the run before it
-# deleted its files just now. The minute in which ext4 then skips those inodes is not
-# waited out (`bench/ab-cpu.sh` keeps its runs' files for that reason; this script does
-# not yet), so the second side of a pair may still measure slower.
+# Each server starts once the disk is quiet (`bench/quiet-disk.sh`). Each run's files are
+# kept until the end (or until the disk runs low, then deleted and a minute waited out),
+# as `bench/ab-cpu.sh` does: ext4 skips inodes freed in the last minute when it allocates
+# one, so a run started just after the last one's files were deleted measured that scan
+# (one check: the same build served 11,825 req/s first and 4,879 second).
 set -euo pipefail
 # shellcheck source=bench/quiet-disk.sh
 source "$(dirname "$0")/quiet-disk.sh"
@@ -29,10 +30,17 @@ RATIO=${4:-0.5}
 BENCH="$NEW bench --quiet"
 TREE=(--namespace-depth 8 --tables-per-namespace 2 --views-per-namespace 2)
 
+kept=()
+cleanup() { if ((${#kept[@]})); then rm -rf "${kept[@]}"; fi; }
+trap cleanup EXIT
+
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 run() {
   local bin=$1 tag=$2 extra=$3 port dir pid db=()
+  if (( $(df --output=avail -k /tmp | tail -1) < 12 * 1024 * 1024 )); then
+    cleanup; kept=(); sync; sleep 65
+  fi
   wait_for_quiet_disk
   port=$(free_port)
   dir=$(mktemp -d /tmp/floe-ab.XXXXXX)
@@ -53,7 +61,7 @@ run() {
   $BENCH --url "http://127.0.0.1:$port" read-update "${TREE[@]}" --read-write-ratio "$RATIO" \
     --users 50 --duration 10s | grep -E '^\[(Read|Write)\]'
   kill "$pid"; wait "$pid" 2>/dev/null || true
-  rm -rf "$dir"
+  kept+=("$dir")
 }
 
 for _ in $(seq "$RUNS"); do
