@@ -227,13 +227,18 @@ async fn pointer(store: &Arc<dyn Store>, catalog: &str, ident: &Ident) -> Option
 
 /// The names of the tables in a namespace (first page).
 async fn tables_in(store: &Arc<dyn Store>, catalog: &str, namespace: &[&str]) -> Vec<String> {
+    objects_in(store, catalog, namespace, ObjectKind::Table).await
+}
+
+/// The names of the tables or views in a namespace (first page).
+async fn objects_in(
+    store: &Arc<dyn Store>,
+    catalog: &str,
+    namespace: &[&str],
+    kind: ObjectKind,
+) -> Vec<String> {
     store
-        .list_objects(
-            catalog,
-            &ns(namespace),
-            ObjectKind::Table,
-            &PageRequest::default(),
-        )
+        .list_objects(catalog, &ns(namespace), kind, &PageRequest::default())
         .await
         .unwrap()
         .items
@@ -2048,14 +2053,8 @@ async fn lists_see_every_acknowledged_membership_change(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(tables_in(&store, "c", &["db"]).await, all[1..]);
     // A view joins the views' list, not the tables'.
-    let views = |store: Arc<dyn Store>| async move {
-        store
-            .list_objects("c", &ns(&["db"]), ObjectKind::View, &PageRequest::default())
-            .await
-            .unwrap()
-            .items
-    };
-    assert_eq!(views(store.clone()).await, Vec::<String>::new());
+    let views = || objects_in(&store, "c", &["db"], ObjectKind::View);
+    assert_eq!(views().await, Vec::<String>::new());
     commit(
         &store,
         c.id,
@@ -2063,7 +2062,7 @@ async fn lists_see_every_acknowledged_membership_change(store: Arc<dyn Store>) {
     )
     .await
     .unwrap();
-    assert_eq!(views(store.clone()).await, vec!["v"]);
+    assert_eq!(views().await, vec!["v"]);
     assert_eq!(tables_in(&store, "c", &["db"]).await, all[1..]);
     // An emptied namespace dropped: gone from its parent's list, and its own list fails.
     store
