@@ -94,7 +94,6 @@ impl ListKey {
 }
 
 /// A page as kept: names of tables or views, or namespaces.
-#[derive(Clone)]
 pub(super) enum Kept {
     Names(Page<String>),
     Namespaces(Page<Namespace>),
