@@ -11,7 +11,10 @@
 # RATIO (default 0.5), 50 users, WARM s of warm-up (default 20) and DUR s measured
 # (default 20). The server's user+system CPU is read from /proc over the measured part;
 # one line per run: requests/s, CPU µs per request, read and write p50/p99 (ms), RSS,
-# and the CPU of the embedded store's commit thread (its one serial section) per write.
+# the CPU of the embedded store's commit thread (its one serial section) per write, and
+# the commit cache's misses in the measured part (`-` for a build without the metric).
+# The mix's documents grow as it runs (each write adds a property), and on 2026-12-01 the
+# 32 MiB default stopped holding every model about 30 s in: misses say when a run did.
 #
 # Environment: WARM, DUR; ARGS (more `serve` arguments for both sides).
 #
@@ -48,6 +51,10 @@ cticks() {
   for t in /proc/"$1"/task/*; do if grep -q floe-sqlite-com "$t/comm"; then n=$(awk '{print $14+$15}' "$t/stat"); fi; done
   echo "$n"
 }
+# The commit cache's misses so far (empty for a build without the metric).
+misses() {
+  curl -sf "http://127.0.0.1:$1/metrics" | awk '/^floe_cache_lookups_total\{cache="commit",result="miss"\}/ {print $2}' || true
+}
 kept=()
 cleanup() { if ((${#kept[@]})); then rm -rf "${kept[@]}"; fi; }
 trap cleanup EXIT
@@ -79,13 +86,13 @@ for r in $(seq "$RUNS"); do
       --read-write-ratio "$RATIO" --users 50 --warmup "${WARM}s" --duration "${DUR}s" > "$dir/out" 2>&1 &
     bench=$!
     sleep "$WARM"
-    t0=$(ticks $pid); c0=$(cticks $pid)
+    t0=$(ticks $pid); c0=$(cticks $pid); m0=$(misses "$port")
     wait $bench || true
-    t1=$(ticks $pid); c1=$(cticks $pid)
+    t1=$(ticks $pid); c1=$(cticks $pid); m1=$(misses "$port")
     rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
-    python3 - "$side" "$r" "$t0" "$t1" "$dir/out" "$rss" "$c0" "$c1" <<'PY'
+    python3 - "$side" "$r" "$t0" "$t1" "$dir/out" "$rss" "$c0" "$c1" "${m0:-}" "${m1:-}" <<'PY'
 import re, sys
-side, run, t0, t1, out, rss, c0, c1 = sys.argv[1:]
+side, run, t0, t1, out, rss, c0, c1, m0, m1 = sys.argv[1:]
 rows = {}
 for line in open(out):
     # count, then ok, failed, retried, mean, min, p50, p75, p99, max, req/s
@@ -98,7 +105,8 @@ rps = sum(v[-1] for _, v in rows.values())
 r, w = rows["Read"][1], rows["Write"][1]
 print(f"{side} run {run}: {rps:7.0f} req/s  cpu/req {cpu_us:6.1f} us  "
       f"read p50 {r[5]:.2f} p99 {r[7]:.2f}  write p50 {w[5]:.2f} p99 {w[7]:.2f}  rss {int(rss)//1024} MiB  "
-      f"commit thread {(int(c1)-int(c0))*1e4/max(rows['Write'][0],1):.1f} us/write")
+      f"commit thread {(int(c1)-int(c0))*1e4/max(rows['Write'][0],1):.1f} us/write  "
+      f"commit cache misses {int(float(m1)) - int(float(m0)) if m0 and m1 else '-'}")
 PY
     kill $pid; wait $pid 2>/dev/null || true
     kept+=("$dir")
