@@ -1,15 +1,20 @@
 //! The async runtime `floe` runs on, and the priority of its threads.
 //!
 //! With the embedded store every write waits for one thread, the commit thread
-//! (`store/sqlite/group.rs`). On a busy machine it used to wait for a core behind the
-//! request threads after each wake-up. `floe serve` on the embedded store therefore runs
-//! the runtime's threads a few nice steps *below* the rest of the process (a thread may
+//! (`store/sqlite/group.rs`). On a busy machine it waits for a core behind the request
+//! threads after each wake-up. `floe serve --worker-nice N` on the embedded store runs
+//! the runtime's threads N nice steps *below* the rest of the process (a thread may
 //! always lower its own priority; raising the commit thread's instead needs
 //! `CAP_SYS_NICE`). The commit thread is started from the main thread, which keeps the
-//! process's priority, so it gets a core as soon as it wakes; its gather window keeps
-//! its groups as large as before. Measured in BENCHMARKS.md ("The commit thread ahead of
-//! the request threads"): nice 5 alone shrank the groups and cost 11% of the requests;
-//! with the window, the write p50 fell and the requests rose.
+//! process's priority, so it then gets a core as soon as it wakes.
+//!
+//! Off by default (0). Measured in BENCHMARKS.md ("The request threads' priority"): it
+//! lowered the write p50 only while the load generator shared Floe's scheduling group
+//! (the same session or cgroup), where nice weighs Floe's request threads against the
+//! generator's too. With the client in a group of its own, as any real client is, nice 10
+//! cost 4-5% of the requests and a millisecond of read p50 for 0.4 ms of write p50; and a
+//! client that does share the group got nearly all the CPU it wanted (loadTable fell from
+//! 71% to 54% of a static server's rate beside `wrk`).
 
 /// Builds the multi-threaded runtime; with `worker_nice` above zero, each of its threads
 /// (workers and blocking threads) runs that many nice steps below the calling thread.

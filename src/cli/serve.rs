@@ -65,8 +65,9 @@ pub struct ServeArgs {
     pub commit_gather_us: u64,
     /// Embedded store: the request threads run this many nice steps below the commit
     /// thread (0 to 19; 0: the same), so that it gets a core as soon as a write needs it.
-    /// Only lowers the request threads' own priority; needs no privileges.
-    #[arg(long, env = "FLOE_WORKER_NICE", default_value_t = 10,
+    /// Only lowers the request threads' own priority; needs no privileges. Anything else
+    /// in Floe's session or cgroup then outweighs the request threads (`runtime.rs`).
+    #[arg(long, env = "FLOE_WORKER_NICE", default_value_t = 0,
           value_parser = clap::value_parser!(i32).range(0..=19))]
     pub worker_nice: i32,
     /// Largest request body accepted, in bytes.

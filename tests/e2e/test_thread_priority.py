@@ -1,6 +1,6 @@
-"""`floe serve` on the embedded store runs its request threads `--worker-nice` steps below
-the commit thread that every write waits for (src/runtime.rs); on PostgreSQL, or with
-`--worker-nice 0`, every thread keeps the process's priority. Linux only (/proc)."""
+"""`floe serve --worker-nice N` on the embedded store runs its request threads N steps below
+the commit thread that every write waits for (src/runtime.rs); by default (0), and always
+on PostgreSQL, every thread keeps the process's priority. Linux only (/proc)."""
 from __future__ import annotations
 
 import os
@@ -34,7 +34,7 @@ def some_writes(server) -> None:
 
 
 def test_request_threads_run_below_the_commit_thread(floe_server_factory):
-    server = floe_server_factory()
+    server = floe_server_factory(["--worker-nice", "10"])
     some_writes(server)
     threads = nice_by_thread(server.proc.pid)
     base = threads["floe"]
@@ -49,8 +49,8 @@ def test_request_threads_run_below_the_commit_thread(floe_server_factory):
         assert threads["tokio-rt-worker"] == {min(base_nice + 10, 19)}, threads
 
 
-def test_worker_nice_zero_keeps_one_priority(floe_server_factory):
-    server = floe_server_factory(["--worker-nice", "0", "--commit-gather-us", "0"])
+def test_by_default_every_thread_keeps_one_priority(floe_server_factory):
+    server = floe_server_factory()
     some_writes(server)
     threads = nice_by_thread(server.proc.pid)
     assert set().union(*threads.values()) == threads["floe"], threads

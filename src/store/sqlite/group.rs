@@ -20,10 +20,10 @@
 //! since the last, and publishes the last entry it committed.
 //!
 //! Under load (the last group had more than one batch) the thread waits a short *gather
-//! window* before it takes a group, as PostgreSQL's `commit_delay` does. The server runs
-//! its request threads a few nice steps below this one (`crate::runtime`), so the thread
-//! gets a core as soon as it wakes; without the window it would then wake for groups of
-//! two or three, and each write would pay a larger share of a COMMIT and its sync.
+//! window* before it takes a group, as PostgreSQL's `commit_delay` does. Where the thread
+//! gets a core as soon as it wakes (its short slice, `slice.rs`, or `--worker-nice`,
+//! `crate::runtime`), it would otherwise wake for groups of two or three, and each write
+//! would pay a larger share of a COMMIT and its sync.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;

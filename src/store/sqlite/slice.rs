@@ -15,9 +15,10 @@
 //! request has no effect, and a kernel or sandbox that refuses the call leaves the thread
 //! as it was: either way the commit thread is only slower to get a core, as before.
 //!
-//! `floe serve` also runs its request threads a few nice steps below this one
-//! (`crate::runtime`), which needs no privileges either; the gather window in `group.rs`
-//! keeps the groups from shrinking when the thread gets its core that early.
+//! `floe serve --worker-nice` can also run the request threads a few nice steps below
+//! this one (`crate::runtime`; off by default), which needs no privileges either; the
+//! gather window in `group.rs` keeps the groups from shrinking when the thread gets its
+//! core that early.
 
 /// The slice asked for: EEVDF's shortest (it clamps shorter requests to 0.1 ms).
 #[cfg(target_os = "linux")]
