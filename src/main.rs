@@ -8,6 +8,9 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // Before anything uses SQLite, and before any other thread exists (SQLite takes its
+    // page cache only then): see the module. If it cannot, the default cache serves.
+    floe::store::sqlite::pcache::install();
     let args = match floe::cli::config_file::expand(std::env::args_os().collect()) {
         Ok(args) => args,
         Err(e) => {

@@ -21,6 +21,7 @@
 //! - `journal.rs`: the text of new metadata files not yet synced (`--fsync-journal`).
 //! - `schema.rs`: the schema's migrations, and applying them.
 //! - `wal_buffer.rs`: the writer's VFS, which writes a commit's WAL frames in one call.
+//! - `pcache.rs`: SQLite's page cache without a walk over every page at each commit.
 
 mod cache;
 mod documents;
@@ -29,6 +30,7 @@ mod group;
 mod journal;
 mod list_cache;
 mod outbox;
+pub mod pcache;
 mod schema;
 mod slice;
 mod wal_buffer;
