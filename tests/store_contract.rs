@@ -1743,7 +1743,7 @@ async fn loads_return_the_current_document(store: Arc<dyn Store>) {
             .load_object("c", &ident)
             .await
             .unwrap()
-            .map(|o| (o.metadata_location, o.metadata))
+            .map(|o| (o.metadata_location, o.metadata.into_string()))
     };
     let first = create(ObjectKind::Table, &t, "t");
     commit(&store, c.id, vec![first.clone()]).await.unwrap();

@@ -106,7 +106,7 @@ impl CommitLocks {
             let tip = StoredObject {
                 kind: w.kind,
                 metadata_location: w.metadata_location.clone(),
-                metadata: w.metadata.clone(),
+                metadata: w.metadata.as_str().into(),
             };
             tips.insert((catalog, w.ident.clone()), tip);
             set.push(((catalog, w.ident.clone()), w.metadata_location.clone()));

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{CatalogRecord, Properties, PropertiesChange};
+use crate::store::cache_text::MetadataText;
 
 /// A table's pointer and metadata document, ready to be sent as a LoadTableResult.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -13,14 +14,14 @@ pub struct LoadedTable {
     /// `None` for a staged table, which has no metadata file yet.
     pub metadata_location: Option<String>,
     /// The metadata document as JSON text.
-    pub metadata: String,
+    pub metadata: MetadataText,
 }
 
 /// A view's pointer and metadata document, ready to be sent as a LoadViewResult.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LoadedView {
     pub metadata_location: String,
-    pub metadata: String,
+    pub metadata: MetadataText,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -210,7 +210,7 @@ impl Catalog {
             }
             let staged = LoadedTable {
                 metadata_location: None,
-                metadata: json,
+                metadata: json.into(),
             };
             self.record_outcome(ctx, &Outcome::Table(staged.clone()))
                 .await?;
@@ -254,7 +254,7 @@ impl Catalog {
         self.check_metadata_file(&object.metadata_location).await?;
         let metadata = match snapshots {
             SnapshotsMode::All => object.metadata,
-            SnapshotsMode::Refs => only_referenced_snapshots(&object.metadata)?,
+            SnapshotsMode::Refs => only_referenced_snapshots(&object.metadata)?.into(),
         };
         Ok(LoadedTable {
             metadata_location: Some(object.metadata_location),
@@ -633,7 +633,7 @@ impl Catalog {
 fn loaded(write: &ObjectWrite) -> LoadedTable {
     LoadedTable {
         metadata_location: Some(write.metadata_location.clone()),
-        metadata: write.metadata.clone(),
+        metadata: write.metadata.clone().into(),
     }
 }
 
@@ -641,7 +641,7 @@ fn loaded(write: &ObjectWrite) -> LoadedTable {
 fn into_loaded(write: ObjectWrite) -> LoadedTable {
     LoadedTable {
         metadata_location: Some(write.metadata_location),
-        metadata: write.metadata,
+        metadata: write.metadata.into(),
     }
 }
 

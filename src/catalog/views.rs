@@ -55,7 +55,7 @@ pub struct ViewChange {
 fn loaded(write: &ObjectWrite) -> LoadedView {
     LoadedView {
         metadata_location: write.metadata_location.clone(),
-        metadata: write.metadata.clone(),
+        metadata: write.metadata.clone().into(),
     }
 }
 
@@ -63,7 +63,7 @@ fn loaded(write: &ObjectWrite) -> LoadedView {
 fn into_loaded(write: ObjectWrite) -> LoadedView {
     LoadedView {
         metadata_location: write.metadata_location,
-        metadata: write.metadata,
+        metadata: write.metadata.into(),
     }
 }
 

@@ -11,8 +11,10 @@
 //! Under another global allocator (the tests use the system one) this is still correct:
 //! the heap is mimalloc's own, and its blocks go back to it through `mi_free`.
 
+use std::fmt;
+use std::ops::Deref;
 use std::ptr::NonNull;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use libmimalloc_sys::{mi_free, mi_heap_malloc, mi_heap_new, mi_heap_t};
 
@@ -35,7 +37,7 @@ fn heap() -> NonNull<mi_heap_t> {
 }
 
 /// Immutable UTF-8 text in the cache's heap.
-pub(crate) struct CachedText {
+pub struct CachedText {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -81,6 +83,115 @@ impl Drop for CachedText {
     }
 }
 
+/// A metadata document's text: a string of its own, or a cached document shared without
+/// a copy. A load served from the cache holds the cache's block (a reference count), not
+/// a copy of its tens of KB: that copy, and its allocation and free, were about 2% of the
+/// server's CPU in the 50/50 mix (BENCHMARKS.md, "Cached documents shared, not copied").
+#[derive(Clone)]
+pub enum MetadataText {
+    Owned(String),
+    Shared(Arc<CachedText>),
+}
+
+impl MetadataText {
+    pub fn as_str(&self) -> &str {
+        match self {
+            MetadataText::Owned(text) => text,
+            MetadataText::Shared(text) => text.as_str(),
+        }
+    }
+
+    /// The text in the cache's heap: shared as it is, or copied there once.
+    pub(crate) fn shared(&self) -> Arc<CachedText> {
+        match self {
+            MetadataText::Shared(text) => text.clone(),
+            MetadataText::Owned(text) => Arc::new(CachedText::new(text)),
+        }
+    }
+
+    pub fn into_string(self) -> String {
+        match self {
+            MetadataText::Owned(text) => text,
+            MetadataText::Shared(text) => text.as_str().to_string(),
+        }
+    }
+}
+
+impl Deref for MetadataText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for MetadataText {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for MetadataText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Default for MetadataText {
+    fn default() -> Self {
+        MetadataText::Owned(String::new())
+    }
+}
+
+impl PartialEq for MetadataText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for MetadataText {}
+
+impl PartialEq<str> for MetadataText {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for MetadataText {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for MetadataText {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl From<String> for MetadataText {
+    fn from(text: String) -> Self {
+        MetadataText::Owned(text)
+    }
+}
+
+impl From<&str> for MetadataText {
+    fn from(text: &str) -> Self {
+        MetadataText::Owned(text.to_string())
+    }
+}
+
+impl serde::Serialize for MetadataText {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MetadataText {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(MetadataText::Owned)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +211,24 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(big, "é".repeat(20_000));
+    }
+
+    #[test]
+    fn shared_and_owned_text_read_and_compare_alike() {
+        let owned = MetadataText::from("{\"a\":1}");
+        let shared = MetadataText::Shared(owned.shared());
+        assert_eq!(owned, shared);
+        assert_eq!(shared, "{\"a\":1}");
+        assert_eq!(shared.len(), 7);
+        // Sharing a shared text is the same block, not a copy.
+        let again = shared.shared();
+        match &shared {
+            MetadataText::Shared(block) => assert!(Arc::ptr_eq(block, &again)),
+            MetadataText::Owned(_) => unreachable!(),
+        }
+        let json = serde_json::to_string(&shared).unwrap();
+        assert_eq!(json, "\"{\\\"a\\\":1}\"");
+        let back: MetadataText = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.into_string(), "{\"a\":1}");
     }
 }

@@ -25,7 +25,7 @@
 //! contend. `tests/store_contract.rs` holds every backend to the same rules.
 
 /// The metadata caches' documents (both stores), in an allocator heap of their own.
-mod cache_text;
+pub mod cache_text;
 pub mod postgres;
 mod properties;
 pub mod sqlite;
@@ -101,8 +101,8 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub struct StoredObject {
     pub kind: ObjectKind,
     pub metadata_location: String,
-    /// The metadata document at `metadata_location`, as JSON text.
-    pub metadata: String,
+    /// The metadata document at `metadata_location`, as JSON text (shared with the cache).
+    pub metadata: cache_text::MetadataText,
 }
 
 /// One change to a table or view pointer inside [`Mutation::CommitObjects`].

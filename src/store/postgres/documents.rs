@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use foldhash::HashMap;
 
-use crate::store::cache_text::CachedText;
+use crate::store::cache_text::{CachedText, MetadataText};
 
 /// A catalog name, a namespace key and an object name.
 type Key = (String, String, String);
@@ -63,8 +63,9 @@ pub(super) struct Known {
 }
 
 impl Known {
-    pub(super) fn document(&self) -> String {
-        self.document.as_str().to_string()
+    /// The document, shared with the cache (not copied).
+    pub(super) fn document(&self) -> MetadataText {
+        MetadataText::Shared(self.document.clone())
     }
 }
 

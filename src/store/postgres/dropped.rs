@@ -83,7 +83,7 @@ pub(super) async fn retain(
             text(&ident.name),
             text(&object.kind.as_str()),
             text(&object.metadata_location),
-            text(&object.metadata),
+            text(&object.metadata.as_str()),
             text(&location),
             boolean(&retention.purge),
             int8(&retention.dropped_ms),

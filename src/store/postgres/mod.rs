@@ -48,6 +48,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::store::cache_text::MetadataText;
 use crate::store::{
     check_schema, stored_kind, PolicyDocument, SecurityDocument, StoredProperties, WriteTicket,
 };
@@ -311,12 +312,12 @@ fn catalog_record(row: &Row) -> StoreResult<CatalogRecord> {
 fn stored_object(
     kind: &str,
     metadata_location: String,
-    metadata: String,
+    metadata: impl Into<MetadataText>,
 ) -> StoreResult<StoredObject> {
     Ok(StoredObject {
         kind: stored_kind(kind)?,
         metadata_location,
-        metadata,
+        metadata: metadata.into(),
     })
 }
 
@@ -356,7 +357,11 @@ impl PostgresStore {
                     .await?;
                 current[i] = match row {
                     None => None,
-                    Some(row) => Some(stored_object(row.get(0), row.get(1), row.get(2))?),
+                    Some(row) => Some(stored_object(
+                        row.get(0),
+                        row.get(1),
+                        row.get::<_, String>(2),
+                    )?),
                 };
             }
             Ok::<_, Failure>(current)
@@ -572,7 +577,7 @@ impl Store for PostgresStore {
             (Some(document), _) => {
                 let key = (catalog, ns.as_str(), ident.name.as_str());
                 self.documents.put(key, &location, row.get(2), document);
-                document.to_string()
+                document.into()
             }
             (None, Some(known)) => known.document(),
             (None, None) => {

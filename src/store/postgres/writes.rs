@@ -631,7 +631,7 @@ async fn drop_object(
         StoredObject {
             kind,
             metadata_location: row.get(0),
-            metadata: row.get(1),
+            metadata: row.get::<_, String>(1).into(),
         },
         row.get(2),
     ))

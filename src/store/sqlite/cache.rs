@@ -26,7 +26,7 @@ use foldhash::HashMap;
 
 use super::list_cache::ListCache;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind};
-use crate::store::cache_text::CachedText;
+use crate::store::cache_text::{CachedText, MetadataText};
 use crate::store::{Mutation, ObjectKey, Reach, StoredObject, StoredProperties};
 
 /// A namespace's own key among the objects' keys: no table or view has an empty name.
@@ -85,7 +85,8 @@ pub(super) enum Lookup<T = StoredObject> {
 struct Cached {
     kind: ObjectKind,
     metadata_location: String,
-    metadata: CachedText,
+    /// Shared with the loads that hit it (`get`), never copied out.
+    metadata: Arc<CachedText>,
 }
 
 impl Cached {
@@ -163,11 +164,11 @@ impl ObjectCache {
                 None => return Lookup::Miss(Ticket(inner.generation)),
             }
         };
-        // The copy is made outside the lock: other loads need not wait for it.
+        // The document is shared, not copied: a load holds the cache's block.
         Lookup::Hit(StoredObject {
             kind: hit.kind,
             metadata_location: hit.metadata_location.clone(),
-            metadata: hit.metadata.as_str().to_string(),
+            metadata: MetadataText::Shared(hit.metadata.clone()),
         })
     }
 
@@ -283,7 +284,7 @@ impl ObjectCache {
         let cached = Cached {
             kind: object.kind,
             metadata_location: object.metadata_location.clone(),
-            metadata: CachedText::new(&object.metadata),
+            metadata: object.metadata.shared(),
         };
         let entry = inner.catalog_entry(catalog, id);
         let old = entry
@@ -330,7 +331,7 @@ impl ObjectCache {
                             let cached = Cached {
                                 kind: w.kind,
                                 metadata_location: w.metadata_location.clone(),
-                                metadata: CachedText::new(&w.metadata),
+                                metadata: Arc::new(CachedText::new(&w.metadata)),
                             };
                             c.objects
                                 .entry(w.ident.namespace.key())

@@ -75,7 +75,7 @@ pub(super) fn retain(
             ident.name,
             object.kind.as_str(),
             object.metadata_location,
-            object.metadata,
+            object.metadata.as_str(),
             location,
             retention.purge,
             retention.dropped_ms,

@@ -405,7 +405,7 @@ pub(super) fn stored_object(
     Ok(StoredObject {
         kind: stored_kind(&kind)?,
         metadata_location,
-        metadata,
+        metadata: metadata.into(),
     })
 }
 

@@ -618,7 +618,7 @@ fn drop_object(
         StoredObject {
             kind,
             metadata_location,
-            metadata: metadata.0,
+            metadata: metadata.0.into(),
         },
         location,
     ))
