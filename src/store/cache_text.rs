@@ -10,6 +10,9 @@
 //!
 //! Under another global allocator (the tests use the system one) this is still correct:
 //! the heap is mimalloc's own, and its blocks go back to it through `mi_free`.
+//!
+//! [`MetadataText`] is how a stored pointer carries its document: its own string, or a
+//! cached block shared by reference count, so a load that hits a cache copies nothing.
 
 use std::fmt;
 use std::ops::Deref;
