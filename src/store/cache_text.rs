@@ -127,21 +127,9 @@ impl Deref for MetadataText {
     }
 }
 
-impl AsRef<str> for MetadataText {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
 impl fmt::Debug for MetadataText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.as_str(), f)
-    }
-}
-
-impl Default for MetadataText {
-    fn default() -> Self {
-        MetadataText::Owned(String::new())
     }
 }
 
@@ -152,12 +140,6 @@ impl PartialEq for MetadataText {
 }
 
 impl Eq for MetadataText {}
-
-impl PartialEq<str> for MetadataText {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
 
 impl PartialEq<&str> for MetadataText {
     fn eq(&self, other: &&str) -> bool {
