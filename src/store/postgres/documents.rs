@@ -98,22 +98,25 @@ impl Documents {
 
     /// Keeps the document a load read from the row version (`location`, `version`) of
     /// the object at `key` (catalog, namespace key, name), replacing what was kept.
+    /// Returns the document for the load to hand out: the kept block, shared (so the
+    /// load copies the text once, not twice), or its own copy when nothing is kept.
     pub(super) fn put(
         &self,
         key: (&str, &str, &str),
         location: &str,
         version: &str,
         document: &str,
-    ) {
+    ) -> MetadataText {
         let size = cost(location, version, document);
         if size > self.budget / 4 {
-            return; // off, or one document would crowd out the rest
+            return document.into(); // off, or one document would crowd out the rest
         }
         // Copied before the lock is taken: the copy is the costly part.
+        let shared = Arc::new(CachedText::new(document));
         let entry = Entry {
             location: location.to_string(),
             version: version.to_string(),
-            document: Arc::new(CachedText::new(document)),
+            document: shared.clone(),
         };
         let (catalog, namespace, name) = key;
         let key = (catalog.to_string(), namespace.to_string(), name.to_string());
@@ -125,6 +128,7 @@ impl Documents {
         if let Some(old) = inner.entries.insert(key, entry) {
             inner.bytes -= old.size();
         }
+        MetadataText::Shared(shared)
     }
 }
 
@@ -148,8 +152,14 @@ mod tests {
         let docs = Documents::new(1 << 20);
         assert!(docs.get("c", "ns", "t").is_none());
         docs.put(("c", "ns", "t"), "s3://b/t/m1.json", "7", "{\"v\":1}");
-        docs.put(("c", "ns", "t"), "s3://b/t/m2.json", "9", "{\"v\":2}");
+        let handed = docs.put(("c", "ns", "t"), "s3://b/t/m2.json", "9", "{\"v\":2}");
+        assert_eq!(handed, "{\"v\":2}");
         let known = docs.get("c", "ns", "t").unwrap();
+        // The load hands out the kept block itself, not a second copy.
+        match (&handed, known.document()) {
+            (MetadataText::Shared(a), MetadataText::Shared(b)) => assert!(Arc::ptr_eq(a, &b)),
+            other => panic!("not shared: {other:?}"),
+        }
         assert_eq!(known.location, "s3://b/t/m2.json");
         assert_eq!(known.version, "9");
         assert_eq!(known.document(), "{\"v\":2}");
@@ -184,10 +194,11 @@ mod tests {
     #[test]
     fn a_zero_budget_keeps_nothing_and_a_huge_document_is_not_kept() {
         let off = Documents::new(0);
-        off.put(("c", "ns", "t"), "l", "1", "{}");
+        assert_eq!(off.put(("c", "ns", "t"), "l", "1", "{}"), "{}");
         assert!(off.get("c", "ns", "t").is_none());
         let small = Documents::new(1000);
-        small.put(("c", "ns", "t"), "l", "1", &"x".repeat(400));
+        let huge = "x".repeat(400);
+        assert_eq!(small.put(("c", "ns", "t"), "l", "1", &huge), huge);
         assert!(small.get("c", "ns", "t").is_none());
     }
 }

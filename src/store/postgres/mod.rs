@@ -576,8 +576,7 @@ impl Store for PostgresStore {
         let metadata = match (row.get::<_, Option<&str>>(3), &known) {
             (Some(document), _) => {
                 let key = (catalog, ns.as_str(), ident.name.as_str());
-                self.documents.put(key, &location, row.get(2), document);
-                document.into()
+                self.documents.put(key, &location, row.get(2), document)
             }
             (None, Some(known)) => known.document(),
             (None, None) => {

@@ -39,6 +39,7 @@ use super::journal::{self, JournalMarks};
 use super::list_cache::changes_membership;
 use super::slice;
 use super::writes;
+use crate::store::cache_text::CachedText;
 use crate::store::{Applied, StoreError, StoreResult, WriteBatch, WriteTicket};
 
 /// Most batches one transaction takes: bounds a group's latency and its rollback work.
@@ -48,6 +49,8 @@ struct Job {
     batch: WriteBatch,
     /// The batch's new documents as the store keeps them, packed by the caller.
     packed: Vec<Option<Vec<u8>>>,
+    /// The cache's copies of its new documents (`ObjectCache::texts_for`), made by the caller.
+    texts: Vec<Arc<CachedText>>,
     reply: oneshot::Sender<StoreResult<Applied>>,
 }
 
@@ -56,6 +59,7 @@ pub(super) struct GroupCommitter {
     queue: mpsc::Sender<Job>,
     /// The gather window, in microseconds (0: none); read by the thread for every group.
     gather_us: Arc<AtomicU64>,
+    cache: Arc<ObjectCache>,
 }
 
 impl GroupCommitter {
@@ -69,6 +73,7 @@ impl GroupCommitter {
         let (queue, jobs) = mpsc::channel::<Job>();
         let gather_us = Arc::new(AtomicU64::new(0));
         let gather = gather_us.clone();
+        let cached = cache.clone();
         std::thread::Builder::new()
             .name("floe-sqlite-commit".into())
             .spawn(move || {
@@ -77,9 +82,13 @@ impl GroupCommitter {
                 if let Err(e) = slice::ask_for_short_slice() {
                     tracing::debug!(error = %e, "the commit thread keeps the default scheduler slice");
                 }
-                run(&writer, &cache, &journal, &jobs, &gather)
+                run(&writer, &cached, &journal, &jobs, &gather)
             })?;
-        Ok(GroupCommitter { queue, gather_us })
+        Ok(GroupCommitter {
+            queue,
+            gather_us,
+            cache,
+        })
     }
 
     /// Sets the gather window taken before each group under load (zero: none).
@@ -99,9 +108,11 @@ impl GroupCommitter {
         let (reply, answer) = oneshot::channel();
         // Here, on the caller's thread: the commit thread is the one serial section.
         let packed = documents::pack_batch(&batch);
+        let texts = self.cache.texts_for(&batch.mutation);
         let sent = self.queue.send(Job {
             batch,
             packed,
+            texts,
             reply,
         });
         Box::pin(async move {
@@ -176,11 +187,11 @@ fn run(
             let results = commit_group(writer, &batches, &packed, journal, &mut trimmed);
             // Each `Ok` committed (a failed COMMIT fails them all).
             cache.keep_written(
-                batches
+                group
                     .iter()
                     .zip(&results)
                     .filter(|(_, result)| result.is_ok())
-                    .map(|(batch, _)| &batch.mutation),
+                    .map(|(job, _)| (&job.batch.mutation, job.texts.as_slice())),
             );
             results
         }));
