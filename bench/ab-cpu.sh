@@ -14,7 +14,8 @@
 # the CPU of the embedded store's commit thread (its one serial section) per write, and
 # the commit cache's misses in the measured part (`-` for a build without the metric).
 # The mix's documents grow as it runs (each write adds a property), and on 2026-12-01 the
-# 32 MiB default stopped holding every model about 30 s in: misses say when a run did.
+# then 32 MiB default stopped holding every model about 30 s in (64 MiB since 2026-12-02):
+# misses say when a run did.
 #
 # Environment: WARM, DUR; ARGS (more `serve` arguments for both sides).
 #

@@ -81,7 +81,7 @@ pub struct ServeArgs {
     /// MiB of memory (estimated from the documents and their schemas) that the parsed
     /// models a node keeps for the next commit of the same table or view may take (0: off):
     /// that commit then parses nothing.
-    #[arg(long, env = "FLOE_COMMIT_CACHE_MIB", default_value_t = 32)]
+    #[arg(long, env = "FLOE_COMMIT_CACHE_MIB", default_value_t = crate::catalog::DEFAULT_COMMIT_CACHE_MIB)]
     pub commit_cache_mib: usize,
     /// PostgreSQL URL (postgres://user:pass@host:port/db) to keep the catalog in, instead
     /// of the embedded store; several nodes can share one database.
