@@ -131,6 +131,12 @@ fn cost(metadata_location: &str, metadata: &str) -> usize {
     metadata.len() + metadata_location.len() + 64
 }
 
+/// Whether an entry of `cost` may be kept at all: at most a quarter of the budget, so
+/// that one large document cannot crowd out the rest.
+fn fits(cost: usize, budget: usize) -> bool {
+    cost <= budget / 4
+}
+
 /// About the bytes of a namespace's properties as JSON, plus its key and the entry.
 /// The map is counted at its text's size, plus the text itself.
 fn namespace_cost(key: &str, properties: &StoredProperties) -> usize {
@@ -244,7 +250,7 @@ impl ObjectCache {
     ) {
         let key = namespace_key(id, namespace);
         let cost = namespace_cost(&key.1, properties);
-        if self.budget == 0 || cost > self.budget / 4 {
+        if self.budget == 0 || !fits(cost, self.budget) {
             return;
         }
         let mut inner = self.lock();
@@ -271,7 +277,7 @@ impl ObjectCache {
         object: &StoredObject,
     ) {
         let cost = cost(&object.metadata_location, &object.metadata);
-        if self.budget == 0 || cost > self.budget / 4 {
+        if self.budget == 0 || !fits(cost, self.budget) {
             return;
         }
         let key = (id, ident.namespace.key(), ident.name.clone());
@@ -307,7 +313,7 @@ impl ObjectCache {
     /// (a document without one is copied here).
     pub(super) fn keep_written<'a>(
         &self,
-        mutations: impl IntoIterator<Item = (&'a Mutation, &'a [Arc<CachedText>])>,
+        mutations: impl IntoIterator<Item = (&'a Mutation, &'a [Option<Arc<CachedText>>])>,
     ) {
         if self.budget == 0 {
             return;
@@ -334,8 +340,8 @@ impl ObjectCache {
                         let cost = cost(&w.metadata_location, &w.metadata);
                         inner.keep(catalog.0, cost, self.budget, |c| {
                             let metadata = match texts.get(i) {
-                                Some(text) => text.clone(),
-                                None => Arc::new(CachedText::new(&w.metadata)),
+                                Some(Some(text)) => text.clone(),
+                                _ => Arc::new(CachedText::new(&w.metadata)),
                             };
                             let cached = Cached {
                                 kind: w.kind,
@@ -355,17 +361,21 @@ impl ObjectCache {
         }
     }
 
-    /// The cache's copies of the documents `mutation` writes, for [`keep_written`] once
-    /// it commits; none when the cache is off. Made by the writer before it queues the
-    /// batch, so that the copy (a few µs for a 23 KB document) is not on the commit
-    /// thread, the store's one serial section.
+    /// The cache's copies of the documents `mutation` writes, one per write, for
+    /// [`keep_written`] once it commits; `None` for a document too large to be kept, and
+    /// nothing when the cache is off. Made by the writer before it queues the batch, so
+    /// that the copy (a few µs for a 23 KB document) is not on the commit thread, the
+    /// store's one serial section.
     ///
     /// [`keep_written`]: ObjectCache::keep_written
-    pub(super) fn texts_for(&self, mutation: &Mutation) -> Vec<Arc<CachedText>> {
+    pub(super) fn texts_for(&self, mutation: &Mutation) -> Vec<Option<Arc<CachedText>>> {
         match mutation {
             Mutation::CommitObjects { writes, .. } if self.budget > 0 => writes
                 .iter()
-                .map(|w| Arc::new(CachedText::new(&w.metadata)))
+                .map(|w| {
+                    fits(cost(&w.metadata_location, &w.metadata), self.budget)
+                        .then(|| Arc::new(CachedText::new(&w.metadata)))
+                })
                 .collect(),
             _ => Vec::new(),
         }
@@ -422,7 +432,7 @@ impl Inner {
         budget: usize,
         insert: impl FnOnce(&mut Catalog) -> Option<usize>,
     ) {
-        if cost > budget / 4 || !self.catalogs.values().any(|c| c.id == id) {
+        if !fits(cost, budget) || !self.catalogs.values().any(|c| c.id == id) {
             return;
         }
         self.make_room(cost, budget);
@@ -759,7 +769,7 @@ mod tests {
         let touched = Touched::of(&group);
         // `t` brings its own copy (as a writer's `texts_for` makes it); the others are
         // copied by `keep_written`.
-        let texts: Vec<Vec<Arc<CachedText>>> = group
+        let texts: Vec<Vec<Option<Arc<CachedText>>>> = group
             .iter()
             .enumerate()
             .map(|(i, m)| {
@@ -770,7 +780,7 @@ mod tests {
                 }
             })
             .collect();
-        assert_eq!(texts[0].len(), 1);
+        assert!(matches!(texts[0].as_slice(), [Some(_)]));
         cache.begin(&touched);
         cache.keep_written(group.iter().zip(texts.iter().map(Vec::as_slice)));
         cache.end(&touched);
@@ -790,6 +800,31 @@ mod tests {
             .sum();
         let namespaces: usize = inner.catalogs["c"].namespaces.values().map(|n| n.1).sum();
         assert_eq!(inner.bytes, objects + namespaces);
+    }
+
+    #[test]
+    fn a_writer_copies_only_what_the_cache_could_keep() {
+        let commit = |documents: &[&str]| Mutation::CommitObjects {
+            catalog: CatalogId(1),
+            writes: documents
+                .iter()
+                .enumerate()
+                .map(|(i, d)| crate::store::ObjectWrite {
+                    ident: ident(&format!("t{i}")),
+                    kind: ObjectKind::Table,
+                    metadata_location: format!("t{i}-v1"),
+                    expected_metadata_location: None,
+                    metadata: d.to_string(),
+                    location: format!("file:///t{i}/"),
+                    check_location: false,
+                })
+                .collect(),
+        };
+        let big = "x".repeat(300);
+        let cache = ObjectCache::new(1000); // a quarter: 250 bytes
+        let texts = cache.texts_for(&commit(&["{}", &big]));
+        assert!(matches!(texts.as_slice(), [Some(t), None] if t.as_str() == "{}"));
+        assert!(ObjectCache::new(0).texts_for(&commit(&["{}"])).is_empty());
     }
 
     #[test]

@@ -50,7 +50,7 @@ struct Job {
     /// The batch's new documents as the store keeps them, packed by the caller.
     packed: Vec<Option<Vec<u8>>>,
     /// The cache's copies of its new documents (`ObjectCache::texts_for`), made by the caller.
-    texts: Vec<Arc<CachedText>>,
+    texts: Vec<Option<Arc<CachedText>>>,
     reply: oneshot::Sender<StoreResult<Applied>>,
 }
 
