@@ -762,6 +762,30 @@ async fn namespace_and_catalog_updates_compare_and_swap(store: Arc<dyn Store>) {
         .unwrap();
     let read = store.get_namespace("c", &ns(&["db"])).await.unwrap();
     assert_eq!(**read.unwrap(), props(&[("a", "1"), ("b", "2")]));
+    // Properties large enough to be kept packed (the embedded store packs past 3 KiB, and
+    // compares a packed value by its packed bytes first): the swap still compares what
+    // they hold, a stale text of the same length included.
+    let big = |c: char| -> Properties {
+        [("big".to_string(), c.to_string().repeat(5000))]
+            .into_iter()
+            .collect()
+    };
+    let db = ns(&["db"]);
+    let for_update = || store.get_namespace_for_update("c", &db);
+    let before = for_update().await.unwrap().expect("the namespace exists");
+    store.write(update(&before, big('x'))).await.unwrap();
+    for stale in [StoredProperties::new(big('y')), (*before).clone()] {
+        assert!(matches!(
+            store.write(update(&stale, big('z'))).await,
+            Err(StoreError::Conflict)
+        ));
+    }
+    let read = store.get_namespace("c", &ns(&["db"])).await.unwrap();
+    assert_eq!(**read.unwrap(), big('x'), "a refused swap changed nothing");
+    let current = for_update().await.unwrap().expect("the namespace exists");
+    store.write(update(&current, big('z'))).await.unwrap();
+    let read = store.get_namespace("c", &ns(&["db"])).await.unwrap();
+    assert_eq!(**read.unwrap(), big('z'));
     let missing = batch(Mutation::update_namespace(
         c.id,
         ns(&["none"]),

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
-use super::documents::{Document, Stored};
+use super::documents::{self, Document, Stored};
 use super::{
     catalog_from_row, dropped, internal, is_unique_violation, journal, outbox, require_namespace,
     stored_object,
@@ -81,7 +81,14 @@ fn apply_mutation(
             properties,
         } => {
             let new = stored(packed, 0, properties.json());
-            update_namespace(tx, *catalog, namespace, expected_json, new)?
+            let expected_packed = packed.get(1).and_then(Option::as_deref);
+            update_namespace(
+                tx,
+                *catalog,
+                namespace,
+                (expected_json, expected_packed),
+                new,
+            )?
         }
         Mutation::DropNamespace { catalog, namespace } => drop_namespace(tx, *catalog, namespace)?,
         Mutation::CommitObjects { catalog, writes } => {
@@ -363,24 +370,35 @@ fn require_catalog(tx: &Transaction, id: CatalogId) -> StoreResult<()> {
 }
 
 /// Swaps the namespace's properties if they are still `expected` (the JSON text the
-/// request read). The stored value may be packed, so the comparison is of the text read
-/// back, not SQL's `=`.
+/// request read, and its packed form if it was packed). The stored value may be packed,
+/// so the comparison is `documents::holds`, not SQL's `=`.
 fn update_namespace(
     tx: &Transaction,
     id: CatalogId,
     namespace: &Namespace,
-    expected: &str,
+    (expected, expected_packed): (&str, Option<&[u8]>),
     properties: Stored,
 ) -> StoreResult<()> {
     let key = namespace.key();
-    let current: Option<Document> = tx
+    let current: Option<bool> = tx
         .prepare_cached("SELECT properties FROM namespaces WHERE catalog_id = ?1 AND path = ?2")
-        .and_then(|mut s| s.query_row(params![id.0, key], |r| r.get(0)).optional())
+        .and_then(|mut s| {
+            s.query_row(params![id.0, key], |r| {
+                documents::holds(r.get_ref(0)?, expected, expected_packed).map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(
+                        0,
+                        rusqlite::types::Type::Blob,
+                        e.into(),
+                    )
+                })
+            })
+            .optional()
+        })
         .map_err(internal)?;
     match current {
         None => Err(StoreError::NamespaceMissing(namespace.clone())),
-        Some(current) if current.0 != expected => Err(StoreError::Conflict),
-        Some(_) => {
+        Some(false) => Err(StoreError::Conflict),
+        Some(true) => {
             tx.prepare_cached(
                 "UPDATE namespaces SET properties = ?3 WHERE catalog_id = ?1 AND path = ?2",
             )
