@@ -56,8 +56,8 @@ impl rusqlite::ToSql for Stored<'_> {
     }
 }
 
-/// The packed forms of the batch's new documents (or a namespace's new properties), in
-/// the order its mutation lists them (`None`: kept as text).
+/// The packed forms of the batch's new documents (or a namespace's new properties, then
+/// the expected ones), in the order its mutation lists them (`None`: kept as text).
 pub(super) fn pack_batch(batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
     match &batch.mutation {
         Mutation::CommitObjects { writes, .. } => {

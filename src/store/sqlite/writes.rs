@@ -16,7 +16,8 @@ use crate::store::{
 };
 
 /// Applies the batch's rows, then its mutation; any error rolls all of it back.
-/// `packed`: the new documents' packed forms (`documents::pack_batch`).
+/// `packed`: the new documents' packed forms, and a namespace update's expected
+/// properties' (`documents::pack_batch`).
 pub(super) fn apply(
     tx: &Transaction,
     batch: &WriteBatch,
