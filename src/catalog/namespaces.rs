@@ -155,10 +155,10 @@ impl Catalog {
             // properties (Polaris's benchmark adds one per update) is neither copied nor
             // written out again: the swap expects the text the store read, and new
             // properties are appended to it.
-            let (properties, expected_json, change) =
+            let (properties, expected, change) =
                 Arc::unwrap_or_clone(expected).change(&removals, &updates);
             let update =
-                Mutation::swap_namespace(record.id, namespace.clone(), expected_json, properties);
+                Mutation::swap_namespace(record.id, namespace.clone(), expected, properties);
             let outcome = Outcome::PropertiesChange(change.clone());
             let event =
                 Draft::namespace(Operation::UpdateNamespaceProperties, record.id, namespace)

@@ -30,7 +30,7 @@ pub mod postgres;
 mod properties;
 pub mod sqlite;
 
-pub use properties::StoredProperties;
+pub use properties::{ExpectedText, StoredProperties};
 
 use std::sync::Arc;
 
@@ -149,7 +149,7 @@ pub enum Mutation {
         namespace: Namespace,
         properties: Properties,
     },
-    /// Replaces the properties if they are still those of `expected_json` (`Conflict`
+    /// Replaces the properties if they are still those of `expected` (`Conflict`
     /// otherwise). Built by [`Mutation::update_namespace`].
     UpdateNamespace {
         catalog: CatalogId,
@@ -158,8 +158,9 @@ pub enum Mutation {
         /// the store's serial commit path does not (the embedded store's cache keeps
         /// them once committed).
         properties: Arc<StoredProperties>,
-        /// The expected properties' text, exactly as the store read it.
-        expected_json: String,
+        /// The expected properties' text, exactly as the store read it (and its packed
+        /// form, if the store attached one to the properties read).
+        expected: ExpectedText,
     },
     /// `NamespaceNotEmpty` while it holds namespaces, tables or views.
     DropNamespace {
@@ -244,7 +245,7 @@ impl Mutation {
         properties: Properties,
     ) -> Mutation {
         let properties = StoredProperties::new(properties);
-        Self::swap_namespace(catalog, namespace, expected.json().to_string(), properties)
+        Self::swap_namespace(catalog, namespace, expected.expected(), properties)
     }
 
     /// As [`Mutation::update_namespace`], with the expected text and the new properties
@@ -252,13 +253,13 @@ impl Mutation {
     pub fn swap_namespace(
         catalog: CatalogId,
         namespace: Namespace,
-        expected_json: String,
+        expected: ExpectedText,
         properties: StoredProperties,
     ) -> Mutation {
         Mutation::UpdateNamespace {
             catalog,
             namespace,
-            expected_json,
+            expected,
             properties: Arc::new(properties),
         }
     }

@@ -7,8 +7,15 @@
 //! appends them to the text. Polaris's benchmark adds a property per update and grows
 //! namespaces to hundreds of them; writing those out twice per update and once per load
 //! was ~9% of the server's CPU in its 50/50 mix.
+//!
+//! A store that keeps the text in another form (the embedded store packs large ones) may
+//! attach that form ([`StoredProperties::keep_packed`]); an update hands it on with the
+//! text it expects, so the swap compares stored bytes with it instead of packing the
+//! expected text again (half of the packing a namespace update did, ~2% of the server's
+//! CPU in that mix).
 
 use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
 use super::{from_json, properties_json, StoreResult};
 use crate::json_text::push_str;
@@ -19,42 +26,80 @@ use crate::model::{Properties, PropertiesChange};
 /// it ([`StoredProperties::from_json`]) or changed with it
 /// ([`StoredProperties::change`]), and neither can be changed alone. Its keys are in
 /// order unless an update appended some; JSON objects have no order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct StoredProperties {
     map: Properties,
     json: String,
+    /// The text in a store's packed form, once a store made or read one. A pure function
+    /// of the text, so it stays valid whatever became of the write it was made for.
+    packed: OnceLock<Arc<[u8]>>,
+}
+
+/// Equal maps and texts: the packed form is a copy of the text, not part of the value.
+impl PartialEq for StoredProperties {
+    fn eq(&self, other: &Self) -> bool {
+        self.map == other.map && self.json == other.json
+    }
+}
+
+impl Eq for StoredProperties {}
+
+/// The properties text a swap expects to replace, exactly as the store read it, and its
+/// packed form if the store attached one ([`StoredProperties::keep_packed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedText {
+    pub json: String,
+    pub packed: Option<Arc<[u8]>>,
 }
 
 impl StoredProperties {
     /// Writes the map's text (compact, as serde_json writes it).
     pub fn new(map: Properties) -> Self {
         let json = properties_json(&map);
-        StoredProperties { map, json }
+        StoredProperties::of(map, json)
+    }
+
+    fn of(map: Properties, json: String) -> Self {
+        StoredProperties {
+            map,
+            json,
+            packed: OnceLock::new(),
+        }
     }
 
     /// Parses text a store read (text that is not a map is the store's `Internal` error).
     pub fn from_json(json: String) -> StoreResult<Self> {
         let map = from_json(&json)?;
-        Ok(StoredProperties { map, json })
+        Ok(StoredProperties::of(map, json))
     }
 
     /// Removes `removals`, then sets `updates` ([`PropertiesChange::apply`]). Returns
-    /// the new properties, the text these had (what the swap expects to replace) and what
-    /// the change did. When the change only adds keys the map lacks, the new text is the
-    /// old one with the new entries appended; otherwise it is written again.
+    /// the new properties, the text these had with its packed form (what the swap expects
+    /// to replace) and what the change did. When the change only adds keys the map lacks,
+    /// the new text is the old one with the new entries appended; otherwise it is written
+    /// again. The new properties have no packed form yet.
     pub fn change(
         self,
         removals: &[String],
         updates: &Properties,
-    ) -> (StoredProperties, String, PropertiesChange) {
-        let StoredProperties { mut map, json } = self;
+    ) -> (StoredProperties, ExpectedText, PropertiesChange) {
+        let StoredProperties {
+            mut map,
+            json,
+            packed,
+        } = self;
+        let packed = packed.into_inner();
         let adds_only = removals.iter().all(|key| !map.contains_key(key))
             && updates.keys().all(|key| !map.contains_key(key))
             && json.ends_with('}');
         let was_empty = map.is_empty();
         let change = PropertiesChange::apply(&mut map, removals, updates);
         if !adds_only {
-            return (StoredProperties::new(map), json, change);
+            return (
+                StoredProperties::new(map),
+                ExpectedText { json, packed },
+                change,
+            );
         }
         let added: usize = updates.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
         let mut text = Vec::with_capacity(json.len() + added);
@@ -69,12 +114,35 @@ impl StoredProperties {
         }
         text.push(b'}');
         let text = String::from_utf8(text).expect("JSON text is UTF-8");
-        (StoredProperties { map, json: text }, json, change)
+        (
+            StoredProperties::of(map, text),
+            ExpectedText { json, packed },
+            change,
+        )
     }
 
     /// The text, as the store holds it.
     pub fn json(&self) -> &str {
         &self.json
+    }
+
+    /// The text as it is expected by a swap away from these properties.
+    pub fn expected(&self) -> ExpectedText {
+        ExpectedText {
+            json: self.json.clone(),
+            packed: self.packed().cloned(),
+        }
+    }
+
+    /// The packed form a store attached, if any.
+    pub fn packed(&self) -> Option<&Arc<[u8]>> {
+        self.packed.get()
+    }
+
+    /// Attaches the store's packed form of the text: bytes that unpack to exactly
+    /// [`StoredProperties::json`] (a second call keeps the first form; both are the text).
+    pub fn keep_packed(&self, packed: Arc<[u8]>) {
+        let _ = self.packed.set(packed);
     }
 }
 
@@ -131,6 +199,11 @@ mod tests {
         let read = StoredProperties::from_json(written.json().to_string()).unwrap();
         assert_eq!(read, written);
         assert_eq!(*read, map);
+        // A packed form is a copy of the text, not part of the value.
+        read.keep_packed(Arc::from(&b"packed"[..]));
+        assert_eq!(read, written);
+        assert_eq!(read.expected().packed.as_deref(), Some(&b"packed"[..]));
+        assert_eq!(written.expected().packed, None);
         assert!(StoredProperties::from_json("[1]".into()).is_err());
     }
 
@@ -156,8 +229,12 @@ mod tests {
             let updates = map(updates);
             let before = current.json().to_string();
             let want = PropertiesChange::apply(&mut expected, &removals, &updates);
+            current.keep_packed(Arc::from(before.as_bytes()));
             let (next, old, change) = current.change(&removals, &updates);
-            assert_eq!(old, before);
+            // The form attached to the old text goes with it, not with the new one.
+            assert_eq!(old.json, before);
+            assert_eq!(old.packed.as_deref(), Some(before.as_bytes()));
+            assert!(next.packed().is_none());
             assert_eq!(change, want);
             assert_eq!(*next, expected);
             let parsed: Properties = serde_json::from_str(next.json()).unwrap();

@@ -63,9 +63,9 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
         Mutation::UpdateNamespace {
             catalog,
             namespace,
-            expected_json,
+            expected,
             properties,
-        } => update_namespace(q, *catalog, namespace, expected_json, properties.json()).await?,
+        } => update_namespace(q, *catalog, namespace, &expected.json, properties.json()).await?,
         Mutation::DropNamespace { catalog, namespace } => {
             drop_namespace(q, *catalog, namespace).await?
         }

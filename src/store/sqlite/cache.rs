@@ -138,9 +138,10 @@ fn fits(cost: usize, budget: usize) -> bool {
 }
 
 /// About the bytes of a namespace's properties as JSON, plus its key and the entry.
-/// The map is counted at its text's size, plus the text itself.
+/// The map is counted at its text's size, plus the text itself and its packed form.
 fn namespace_cost(key: &str, properties: &StoredProperties) -> usize {
-    2 * properties.json().len() + key.len() + 64
+    let packed = properties.packed().map_or(0, |p| p.len());
+    2 * properties.json().len() + packed + key.len() + 64
 }
 
 impl ObjectCache {

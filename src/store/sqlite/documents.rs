@@ -15,6 +15,7 @@
 //! file journal's triggers) copies the form with it. Nothing is migrated.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 
@@ -56,21 +57,35 @@ impl rusqlite::ToSql for Stored<'_> {
     }
 }
 
-/// The packed forms of the batch's new documents (or a namespace's new properties, then
-/// the expected ones), in the order its mutation lists them (`None`: kept as text).
+/// The packed forms of the batch's new documents, in the order its mutation lists them
+/// (`None`: kept as text). A namespace update's new properties get theirs attached
+/// ([`StoredProperties::keep_packed`]), so that the cache keeps it with them once they
+/// commit and the next update's swap expects those bytes without packing them again; its
+/// one entry here is the expected properties' form, packed only if the request read them
+/// without one (a [`holds`] comparison needs it).
+///
+/// [`StoredProperties::keep_packed`]: crate::store::StoredProperties::keep_packed
 pub(super) fn pack_batch(batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
     match &batch.mutation {
         Mutation::CommitObjects { writes, .. } => {
             writes.iter().map(|w| pack(&w.metadata)).collect()
         }
         Mutation::Undrop { write, .. } => vec![pack(&write.metadata)],
-        // The expected properties too: the commit thread compares them with the stored
-        // value, which a write from the same text left as these very bytes ([`holds`]).
         Mutation::UpdateNamespace {
             properties,
-            expected_json,
+            expected,
             ..
-        } => vec![pack(properties.json()), pack(expected_json)],
+        } => {
+            if properties.packed().is_none() {
+                if let Some(packed) = pack_into(properties.json(), |b| Arc::<[u8]>::from(b)) {
+                    properties.keep_packed(packed);
+                }
+            }
+            match expected.packed {
+                Some(_) => vec![None],
+                None => vec![pack(&expected.json)],
+            }
+        }
         _ => Vec::new(),
     }
 }
@@ -81,32 +96,36 @@ pub(super) fn pack_batch(batch: &WriteBatch) -> Vec<Option<Vec<u8>>> {
 const SCRATCH_MAX: usize = 1 << 20;
 
 /// `text` packed (header and lz4 block), if it is worth packing.
+fn pack(text: &str) -> Option<Vec<u8>> {
+    pack_into(text, <[u8]>::to_vec)
+}
+
+/// `text` packed, as `make` copies the packed value out of the scratch buffer.
 ///
 /// The block is compressed into a per-thread scratch buffer, then copied into a value of
 /// its own size. lz4_flex wants an initialised output of the worst-case size (110% of the
 /// text): a fresh one per pack is zeroed first, which cost more than copying the packed
 /// result (about a quarter of a metadata document) out of a buffer zeroed once.
-fn pack(text: &str) -> Option<Vec<u8>> {
+fn pack_into<T>(text: &str, make: impl FnOnce(&[u8]) -> T) -> Option<T> {
     thread_local! {
         static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     }
     if text.len() <= PACK_FROM || text.len() > LZ4_MAX_TEXT {
         return None;
     }
-    let worst = lz4_flex::block::get_maximum_output_size(text.len());
-    let with_block = |block: &mut [u8]| -> Option<Vec<u8>> {
+    // The header, then the block, in one buffer: the value is copied out of it once.
+    let header = LZ4_MAGIC.len() + 4;
+    let worst = header + lz4_flex::block::get_maximum_output_size(text.len());
+    let with_block = |buffer: &mut [u8]| -> Option<T> {
         // Any failure (none is expected: the buffer holds the worst case) keeps the text:
         // both forms are valid.
-        let len = lz4_flex::block::compress_into(text.as_bytes(), block).ok()?;
-        let header = LZ4_MAGIC.len() + 4;
+        let len = lz4_flex::block::compress_into(text.as_bytes(), &mut buffer[header..]).ok()?;
         if header + len >= text.len() {
             return None;
         }
-        let mut out = Vec::with_capacity(header + len);
-        out.extend_from_slice(&LZ4_MAGIC);
-        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        out.extend_from_slice(&block[..len]);
-        Some(out)
+        buffer[..4].copy_from_slice(&LZ4_MAGIC);
+        buffer[4..header].copy_from_slice(&(text.len() as u32).to_le_bytes());
+        Some(make(&buffer[..header + len]))
     };
     if worst > SCRATCH_MAX {
         return with_block(&mut vec![0; worst]);
@@ -174,7 +193,9 @@ fn unpack_zstd(frame: &[u8]) -> std::io::Result<Vec<u8>> {
 }
 
 /// Whether a stored `value` (of a `metadata` or `properties` column) holds `text`;
-/// `packed` is `text` as [`pack_batch`] packed it, if it did.
+/// `packed` is `text` packed, if known: as [`pack_batch`] packed it, or the value the
+/// text was read from ([`PackedText`]). Anything else given there is a bug: bytes equal
+/// to the stored value are taken to hold `text` without unpacking it.
 ///
 /// The packer is deterministic, so a value written from the same text by this build is
 /// those very bytes: the usual case is one comparison of a few KB, with nothing unpacked
@@ -227,11 +248,96 @@ impl FromSql for Document {
     }
 }
 
+/// A value of a `properties` column: the text, and the packed value it was read from
+/// (`None` for one kept as text).
+#[derive(Debug)]
+pub(super) struct PackedText(pub String, pub Option<Arc<[u8]>>);
+
+impl FromSql for PackedText {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let packed = match value {
+            ValueRef::Blob(bytes) => Some(Arc::from(bytes)),
+            _ => None,
+        };
+        Document::column_result(value).map(|text| PackedText(text.0, packed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{holds, pack, unpack, Document, PACK_FROM, SCRATCH_MAX};
+    use std::sync::Arc;
+
+    use super::{holds, pack, pack_batch, unpack, Document, PackedText, PACK_FROM, SCRATCH_MAX};
+    use crate::model::{CatalogId, Namespace, Properties};
+    use crate::store::{Mutation, StoredProperties, WriteBatch};
     use rusqlite::types::ValueRef;
     use rusqlite::Connection;
+
+    /// A namespace update packs its new properties once, attached to them (for the cache,
+    /// and so the next update's swap), and its expected ones only when they came without
+    /// their packed form.
+    #[test]
+    fn a_namespace_update_packs_each_text_once() {
+        let big = |v: &str| Properties::from([("k".to_string(), v.repeat(PACK_FROM))]);
+        let read = StoredProperties::new(big("a"));
+        let update = |expected: &StoredProperties| {
+            let batch = WriteBatch::new(
+                Mutation::update_namespace(
+                    CatalogId(1),
+                    Namespace::from_key("db"),
+                    expected,
+                    big("b"),
+                ),
+                0,
+            );
+            let packed = pack_batch(&batch);
+            let Mutation::UpdateNamespace { properties, .. } = batch.mutation else {
+                unreachable!()
+            };
+            (packed, properties)
+        };
+        // Read without a packed form: the request packs the expected text.
+        let (packed, new) = update(&read);
+        assert_eq!(packed, vec![pack(read.json())]);
+        assert_eq!(new.packed().map(|p| p.to_vec()), pack(new.json()));
+        // With one (as the cache keeps the committed properties): nothing more to pack.
+        let (packed, _) = update(&new);
+        assert_eq!(packed, vec![None]);
+        // Small properties stay text: nothing packed, nothing attached.
+        let small = StoredProperties::new(Properties::from([("k".into(), "v".into())]));
+        let batch = WriteBatch::new(
+            Mutation::update_namespace(
+                CatalogId(1),
+                Namespace::from_key("db"),
+                &small,
+                Properties::new(),
+            ),
+            0,
+        );
+        assert_eq!(pack_batch(&batch), vec![None]);
+        let Mutation::UpdateNamespace { properties, .. } = &batch.mutation else {
+            unreachable!()
+        };
+        assert!(properties.packed().is_none());
+    }
+
+    /// A `properties` value reads as its text, with the packed bytes it was read from.
+    #[test]
+    fn a_packed_value_reads_with_its_bytes() {
+        let text = format!("{{\"k\":\"{}\"}}", "v".repeat(PACK_FROM));
+        let lz4 = pack(&text).unwrap();
+        let conn = Connection::open_in_memory().unwrap();
+        let read = |v: &dyn rusqlite::ToSql| -> PackedText {
+            conn.query_row("SELECT ?1", [v], |r| r.get(0)).unwrap()
+        };
+        let PackedText(from_blob, bytes) = read(&lz4);
+        assert_eq!(
+            (from_blob, bytes),
+            (text.clone(), Some(Arc::from(&lz4[..])))
+        );
+        let PackedText(from_text, bytes) = read(&text);
+        assert_eq!((from_text, bytes), (text, None));
+    }
 
     /// Every form a stored value may have is compared as the text it holds: the packed
     /// bytes of the same text at once, anything else (text, another text of the same

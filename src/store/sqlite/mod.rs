@@ -39,7 +39,7 @@ mod writes;
 pub use journal::JournalMarks;
 
 use cache::{Lookup, ObjectCache};
-use documents::Document;
+use documents::{Document, PackedText};
 use list_cache::{ListKey, ListLookup, Listing};
 use schema::{migrate, MIGRATIONS};
 use std::path::Path;
@@ -245,17 +245,21 @@ impl SqliteStore {
             )
             .and_then(|mut s| {
                 s.query_row(params![catalog, key], |r| {
-                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<Document>>(1)?))
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<PackedText>>(1)?))
                 })
                 .optional()
             })
             .map_err(internal)?
             .ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))
         })?;
-        let Some(text) = text else {
+        let Some(PackedText(text, packed)) = text else {
             return Ok(None);
         };
-        let properties = Arc::new(StoredProperties::from_json(text.0)?);
+        let properties = Arc::new(StoredProperties::from_json(text)?);
+        // The next update's swap expects these very bytes (`documents::holds`).
+        if let Some(packed) = packed {
+            properties.keep_packed(packed);
+        }
         if !for_update {
             cache.fill_namespace(ticket, catalog, CatalogId(id), namespace, &properties);
         }

@@ -16,8 +16,8 @@ use crate::store::{
 };
 
 /// Applies the batch's rows, then its mutation; any error rolls all of it back.
-/// `packed`: the new documents' packed forms, and a namespace update's expected
-/// properties' (`documents::pack_batch`).
+/// `packed`: the new documents' packed forms, or a namespace update's expected
+/// properties' when the request had to pack them (`documents::pack_batch`).
 pub(super) fn apply(
     tx: &Transaction,
     batch: &WriteBatch,
@@ -78,16 +78,23 @@ fn apply_mutation(
         Mutation::UpdateNamespace {
             catalog,
             namespace,
-            expected_json,
+            expected,
             properties,
         } => {
-            let new = stored(packed, 0, properties.json());
-            let expected_packed = packed.get(1).and_then(Option::as_deref);
+            let new = match properties.packed() {
+                Some(bytes) => Stored::Packed(bytes),
+                None => Stored::Text(properties.json()),
+            };
+            // Attached to the properties the request read, or packed by the request.
+            let expected_packed = expected
+                .packed
+                .as_deref()
+                .or_else(|| packed.first().and_then(Option::as_deref));
             update_namespace(
                 tx,
                 *catalog,
                 namespace,
-                (expected_json, expected_packed),
+                (&expected.json, expected_packed),
                 new,
             )?
         }
