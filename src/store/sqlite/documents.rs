@@ -24,8 +24,8 @@ use crate::store::{Mutation, WriteBatch};
 /// Documents up to this many bytes are kept as text. SQLite keeps a record of up to about
 /// 4 KB (its default 4 KiB page, less the page's header) on its leaf page, and the WAL takes
 /// whole pages: below this, packing saves no page a write puts into the WAL, and costs a
-/// compression on the request (two for namespace properties, whose expected value is
-/// packed too, for [`holds`]). 3 KiB leaves room for the row's other columns.
+/// compression on the request (two for namespace properties whose expected value came
+/// without its packed form, for [`holds`]). 3 KiB leaves room for the row's other columns.
 const PACK_FROM: usize = 3072;
 
 /// The header of an lz4-packed value: these four bytes, then the text's length (u32,
