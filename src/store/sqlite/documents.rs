@@ -123,8 +123,9 @@ fn pack_into<T>(text: &str, make: impl FnOnce(&[u8]) -> T) -> Option<T> {
         if header + len >= text.len() {
             return None;
         }
-        buffer[..4].copy_from_slice(&LZ4_MAGIC);
-        buffer[4..header].copy_from_slice(&(text.len() as u32).to_le_bytes());
+        let (magic, len_bytes) = buffer[..header].split_at_mut(LZ4_MAGIC.len());
+        magic.copy_from_slice(&LZ4_MAGIC);
+        len_bytes.copy_from_slice(&(text.len() as u32).to_le_bytes());
         Some(make(&buffer[..header + len]))
     };
     if worst > SCRATCH_MAX {
