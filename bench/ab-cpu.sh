@@ -15,7 +15,7 @@
 # the commit cache's misses in the measured part (`-` for a build without the metric).
 # The mix's documents grow as it runs (each write adds a property), and on 2026-12-01 the
 # then 32 MiB default stopped holding every model about 30 s in (64 MiB since 2026-12-02):
-# misses say when a run did.
+# misses say when a run did. 128 MiB since 2026-12-02's evening held the mix for 120 s.
 #
 # Environment: WARM, DUR; ARGS (more `serve` arguments for both sides).
 #

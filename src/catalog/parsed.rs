@@ -87,21 +87,23 @@ impl Model {
     /// The memory the entry holds, for the budget: the model's estimate and the text kept
     /// beside it.
     fn cost(&self, document_len: usize) -> usize {
-        let (schemas, log_text, properties, fields) = match self {
+        let (schemas, log_text, map, properties, fields) = match self {
             Model::Table(kept) => {
                 // An entry's text: its file's location, and about 50 bytes of
                 // `{"timestamp-ms":…,"metadata-file":""}` around it.
                 let log = kept.model.metadata_log().iter();
                 let log_text = log.map(|entry| entry.metadata_file.len() + 50).sum();
                 let schemas = schema_fields(kept.model.schemas_iter());
-                (schemas, log_text, &kept.properties, &kept.fields)
+                let map = kept.model.properties();
+                (schemas, log_text, map, &kept.properties, &kept.fields)
             }
             Model::View(kept) => {
                 let schemas = schema_fields(kept.model.schemas_iter());
-                (schemas, 0, &kept.properties, &kept.fields)
+                let map = kept.model.properties();
+                (schemas, 0, map, &kept.properties, &kept.fields)
             }
         };
-        model_bytes(document_len, schemas, log_text)
+        model_bytes(document_len, schemas, log_text, map)
             + properties.as_ref().map_or(0, MapText::size)
             + fields.as_ref().map_or(0, Fields::size)
     }
@@ -115,19 +117,52 @@ fn schema_fields<'a>(schemas: impl Iterator<Item = &'a SchemaRef>) -> usize {
 }
 
 /// The heap bytes of a parsed model, estimated from its document's length, its schemas'
-/// fields and the length of its metadata log's text.
+/// fields, the length of its metadata log's text and its properties.
 ///
 /// Why not the document's length: a model takes several times its text, and how many
 /// times depends on what the text holds. Measured with iceberg-rust 0.10.1 (a counting
 /// allocator; the test below checks the estimate against it): about 3 KiB for a new
 /// two-column table of 600 bytes; 700-800 bytes per schema field (each sits in several
 /// index maps beside the field itself: 13x the text for a 1,000-column table); about 2x
-/// the text for a snapshot and 3x for a property; about the text for a metadata-log
-/// entry. So: three times the text, schemas counted per field on top, and the metadata
-/// log once instead of three times. Counting documents only, a 16 MiB budget let the
-/// server's RSS grow by 77 MiB with models of new tables.
-fn model_bytes(document_len: usize, schema_fields: usize, log_text: usize) -> usize {
-    (2048 + 820 * schema_fields + 3 * document_len).saturating_sub(2 * log_text)
+/// the text for a snapshot; about the text for a metadata-log entry; and for properties
+/// their hash table, whose size doubles in steps (500 short properties took 83 KB where
+/// three times their text said 74), so it is counted from the map itself. So: three
+/// times the text outside the properties, schemas counted per field on top, the metadata
+/// log once instead of three times, the properties as held. Counting documents only, a
+/// 16 MiB budget let the server's RSS grow by 77 MiB with models of new tables.
+fn model_bytes(
+    document_len: usize,
+    schema_fields: usize,
+    log_text: usize,
+    properties: &HashMap<String, String>,
+) -> usize {
+    let (text, held) = properties_bytes(properties);
+    (2048 + 820 * schema_fields + 3 * document_len.saturating_sub(text))
+        .saturating_sub(2 * log_text)
+        + held
+}
+
+/// A properties map's text in a document (`"key":"value",` each, escapes not counted:
+/// so the rest of the document is never under-counted) and the heap bytes it holds:
+/// hashbrown's buckets of two `String`s with a control byte each (and a group's worth
+/// more), and each key's and value's bytes.
+fn properties_bytes(properties: &HashMap<String, String>) -> (usize, usize) {
+    let strings: usize = properties.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let text = strings + 6 * properties.len();
+    // hashbrown keeps a table of 8 buckets or more at most 7/8 full, a smaller one one
+    // bucket short of full; `capacity` is that many entries.
+    let buckets = match properties.capacity() {
+        0 => 0,
+        small if small < 7 => small + 1,
+        capacity => capacity / 7 * 8,
+    };
+    let bucket = std::mem::size_of::<(String, String)>() + 1;
+    let table = if buckets == 0 {
+        0
+    } else {
+        buckets * bucket + 16
+    };
+    (text, table + strings)
 }
 
 impl ParsedCache<Model> {
@@ -508,13 +543,24 @@ mod estimate_tests {
             (2, 100, 100, 0),
             (20, 100, 100, 10),
             (2, 0, 0, 200),
+            // The Polaris mix's tables after many property updates: the properties' hash
+            // table doubles in steps (three times their text was 11% short at 500).
+            (10, 0, 100, 100),
+            (10, 0, 100, 500),
+            (10, 0, 100, 1500),
         ];
         for (columns, snapshots, log, props) in shapes {
             let what = format!("table {columns}c {snapshots}s {log}l {props}p");
             let document = table(columns, snapshots, log, props);
             check::<TableMetadata>(&what, &document, Model::Table);
         }
-        for (columns, versions, props) in [(2, 1, 0), (20, 1, 5), (5, 50, 0), (300, 10, 0)] {
+        for (columns, versions, props) in [
+            (2, 1, 0),
+            (20, 1, 5),
+            (5, 50, 0),
+            (300, 10, 0),
+            (10, 1, 500),
+        ] {
             let what = format!("view {columns}c {versions}v {props}p");
             check::<ViewMetadata>(&what, &view(columns, versions, props), Model::View);
         }
