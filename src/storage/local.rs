@@ -63,7 +63,17 @@ fn local_path(location: &str) -> StorageResult<PathBuf> {
     Ok(PathBuf::from(local_path_str(location)?))
 }
 
+/// The file system's error as the storage's. A full disk (or quota) is `Unavailable`
+/// (503): the server cannot take writes until an operator frees space, which is not a
+/// fault of the request nor a bug, and a new file's failed write changed nothing (its
+/// partial file is removed, no pointer names it).
 fn io_error(error: std::io::Error, what: impl std::fmt::Display) -> StorageError {
+    if matches!(
+        error.kind(),
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded
+    ) {
+        return StorageError::Unavailable(format!("{what}: {error}: the disk is full"));
+    }
     StorageError::Io(anyhow::Error::new(error).context(what.to_string()))
 }
 
@@ -211,8 +221,13 @@ fn write_new_file(
         Err(e) if e.kind() == ErrorKind::NotFound => {
             fs::create_dir_all(dir).map_err(|e| {
                 // Not `AlreadyExists` (a file where the directory belongs): that would
-                // read as the metadata file's name being taken.
-                std::io::Error::other(format!("creating {}: {e}", dir.display()))
+                // read as the metadata file's name being taken. Other kinds are kept
+                // (a full disk says so, `io_error`).
+                let kind = match e.kind() {
+                    ErrorKind::AlreadyExists => ErrorKind::Other,
+                    kind => kind,
+                };
+                std::io::Error::new(kind, format!("creating {}: {e}", dir.display()))
             })?;
             write()
         }
@@ -348,6 +363,28 @@ fn sync_dir(dir: &Path) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A full disk is a 503 that names the file, not a 500: `/dev/full` answers every
+    /// write with the kernel's `ENOSPC`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_full_disk_is_unavailable_not_a_fault() {
+        let error = OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .and_then(|mut file| file.write_all(b"{}").and_then(|()| file.sync_data()))
+            .unwrap_err();
+        match io_error(error, "writing /w/t/metadata/1.json") {
+            StorageError::Unavailable(message) => assert!(
+                message.starts_with("writing /w/t/metadata/1.json: ")
+                    && message.ends_with("the disk is full"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let other = std::io::Error::from(ErrorKind::PermissionDenied);
+        assert!(matches!(io_error(other, "writing"), StorageError::Io(_)));
+    }
 
     #[test]
     fn locations_with_control_characters_are_refused() {

@@ -336,9 +336,16 @@ impl Group<'_> {
 }
 
 fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
-    (0..n)
-        .map(|_| Err(internal(&format!("committing a write group: {error}"))))
-        .collect()
+    let fail = || {
+        let message = format!("committing a write group: {error}");
+        if super::is_disk_full(error) {
+            // Rolled back: nothing of the group is kept (`super::internal`).
+            StoreError::Unavailable(format!("the embedded store's disk is full: {message}"))
+        } else {
+            internal(&message)
+        }
+    };
+    (0..n).map(|_| Err(fail())).collect()
 }
 
 fn journal_fail(n: usize, error: &StoreError) -> Vec<StoreResult<Applied>> {

@@ -346,8 +346,18 @@ impl SqliteStore {
     }
 }
 
+/// SQLite's error as the store's: a full disk is `Unavailable` (503, and SQLite rolled
+/// the transaction back), anything else `Internal`.
 pub(super) fn internal(error: rusqlite::Error) -> StoreError {
+    if is_disk_full(&error) {
+        return StoreError::Unavailable(format!("the embedded store's disk is full: {error}"));
+    }
     StoreError::Internal(error.into())
+}
+
+/// Whether SQLite failed for want of space (`SQLITE_FULL`: its VFS got `ENOSPC`).
+pub(super) fn is_disk_full(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DiskFull)
 }
 
 pub(super) fn is_unique_violation(error: &rusqlite::Error) -> bool {
@@ -990,6 +1000,67 @@ mod tests {
             )
             .unwrap();
         assert_eq!(pointer, location(2));
+    }
+
+    /// A database that cannot grow (SQLite's own `SQLITE_FULL`, here from a page limit as
+    /// from a full disk) refuses the write as `Unavailable` (503), keeps nothing of it,
+    /// and takes the same write once there is room again.
+    #[tokio::test]
+    async fn a_full_database_refuses_a_write_as_unavailable_and_keeps_nothing() {
+        let (_dir, path, store) = fresh_store().await;
+        store.write(WriteBatch::new(commit(0), 0)).await.unwrap();
+        let limit = |pages: &str| {
+            let writer = store.writer.lock().unwrap();
+            let count: i64 = writer
+                .query_row("PRAGMA page_count", [], |r| r.get(0))
+                .unwrap();
+            let pages = if pages == "now" {
+                count.to_string()
+            } else {
+                pages.to_string()
+            };
+            writer
+                .execute_batch(&format!("PRAGMA max_page_count = {pages}"))
+                .unwrap();
+        };
+        // A document of ~400 KB that lz4 cannot shrink much: it needs new pages.
+        let big = || {
+            let mut write = version(1);
+            let noise: String = (0..50_000u64)
+                .map(|i| format!("{:08x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32))
+                .collect();
+            write.metadata = format!("{{\"v\":1,\"noise\":\"{noise}\"}}");
+            WriteBatch::new(
+                Mutation::CommitObjects {
+                    catalog: C,
+                    writes: vec![write],
+                },
+                0,
+            )
+        };
+        limit("now");
+        match store.write(big()).await {
+            Err(StoreError::Unavailable(message)) => {
+                assert!(message.contains("disk is full"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let pointer = || {
+            open_connection(&path)
+                .unwrap()
+                .query_row(
+                    "SELECT metadata_location FROM objects WHERE name = 't'",
+                    [],
+                    |r| r.get::<_, String>(0),
+                )
+                .unwrap()
+        };
+        assert_eq!(pointer(), location(0));
+        let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
+        assert_eq!(loaded.metadata_location, location(0));
+        limit("1073741823");
+        store.write(big()).await.unwrap();
+        assert_eq!(pointer(), location(1));
     }
 
     #[tokio::test]
