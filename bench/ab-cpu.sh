@@ -66,7 +66,9 @@ for r in $(seq "$RUNS"); do
   order=(old new)
   if (( r % 2 == 0 )); then order=(new old); fi
   for side in "${order[@]}"; do
-    if (( $(df --output=avail -k /tmp | tail -1) < 12 * 1024 * 1024 )); then
+    # A run writes up to ~300 MiB of metadata files a second of the mix (12 GiB for the
+    # default 40 s); a 140 s run that started with 43 GiB free filled the disk.
+    if (( $(df --output=avail -k /tmp | tail -1) < (WARM + DUR) * 300 * 1024 )); then
       # Low on space: delete, then wait out the minute those inodes are skipped for.
       cleanup; kept=(); sync; sleep 65
     fi
