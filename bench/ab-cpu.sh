@@ -67,7 +67,7 @@ for r in $(seq "$RUNS"); do
   if (( r % 2 == 0 )); then order=(new old); fi
   for side in "${order[@]}"; do
     # A run writes up to ~300 MiB of metadata files a second of the mix (12 GiB for the
-    # default 40 s); a 140 s run that started with 43 GiB free filled the disk.
+    # default 40 s); with the old fixed 12 GiB check, a 140 s run filled the disk.
     if (( $(df --output=avail -k /tmp | tail -1) < (WARM + DUR) * 300 * 1024 )); then
       # Low on space: delete, then wait out the minute those inodes are skipped for.
       cleanup; kept=(); sync; sleep 65

@@ -340,7 +340,7 @@ fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
         let message = format!("committing a write group: {error}");
         if super::is_disk_full(error) {
             // Rolled back: nothing of the group is kept (`super::internal`).
-            StoreError::Unavailable(format!("the embedded store's disk is full: {message}"))
+            super::disk_full(&message)
         } else {
             internal(&message)
         }

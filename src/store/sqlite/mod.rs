@@ -350,9 +350,14 @@ impl SqliteStore {
 /// the transaction back), anything else `Internal`.
 pub(super) fn internal(error: rusqlite::Error) -> StoreError {
     if is_disk_full(&error) {
-        return StoreError::Unavailable(format!("the embedded store's disk is full: {error}"));
+        return disk_full(&error);
     }
     StoreError::Internal(error.into())
+}
+
+/// The store's answer to SQLite's `SQLITE_FULL` (`is_disk_full`), with what failed.
+pub(super) fn disk_full(what: &dyn std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("the embedded store's disk is full: {what}"))
 }
 
 /// Whether SQLite failed for want of space (`SQLITE_FULL`: its VFS got `ENOSPC`).
@@ -1009,16 +1014,14 @@ mod tests {
     async fn a_full_database_refuses_a_write_as_unavailable_and_keeps_nothing() {
         let (_dir, path, store) = fresh_store().await;
         store.write(WriteBatch::new(commit(0), 0)).await.unwrap();
-        let limit = |pages: &str| {
+        // At most `pages` pages, or as many as the database has now (`None`).
+        let limit = |pages: Option<i64>| {
             let writer = store.writer.lock().unwrap();
-            let count: i64 = writer
-                .query_row("PRAGMA page_count", [], |r| r.get(0))
-                .unwrap();
-            let pages = if pages == "now" {
-                count.to_string()
-            } else {
-                pages.to_string()
-            };
+            let pages = pages.unwrap_or_else(|| {
+                writer
+                    .query_row("PRAGMA page_count", [], |r| r.get(0))
+                    .unwrap()
+            });
             writer
                 .execute_batch(&format!("PRAGMA max_page_count = {pages}"))
                 .unwrap();
@@ -1038,7 +1041,7 @@ mod tests {
                 0,
             )
         };
-        limit("now");
+        limit(None);
         match store.write(big()).await {
             Err(StoreError::Unavailable(message)) => {
                 assert!(message.contains("disk is full"), "{message}")
@@ -1058,7 +1061,7 @@ mod tests {
         assert_eq!(pointer(), location(0));
         let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
         assert_eq!(loaded.metadata_location, location(0));
-        limit("1073741823");
+        limit(Some(1_073_741_823));
         store.write(big()).await.unwrap();
         assert_eq!(pointer(), location(1));
     }
