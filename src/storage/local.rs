@@ -63,18 +63,26 @@ fn local_path(location: &str) -> StorageResult<PathBuf> {
     Ok(PathBuf::from(local_path_str(location)?))
 }
 
-/// The file system's error as the storage's. A full disk (or quota) is `Unavailable`
-/// (503): the server cannot take writes until an operator frees space, which is not a
-/// fault of the request nor a bug, and a new file's failed write changed nothing (its
-/// partial file is removed, no pointer names it).
+/// The file system's error as the storage's. Running out of a resource the operator
+/// controls is `Unavailable` (503, retryable): a full disk or quota, the process's or
+/// the system's open-file limit (`EMFILE`, `ENFILE`: many connections at once, or a
+/// low `ulimit -n`), and memory. None is a fault of the request nor a bug, and a new
+/// file's failed write changed nothing (its partial file is removed, no pointer names
+/// it). Everything else stays an internal error (500).
 fn io_error(error: std::io::Error, what: impl std::fmt::Display) -> StorageError {
-    if matches!(
-        error.kind(),
-        ErrorKind::StorageFull | ErrorKind::QuotaExceeded
-    ) {
-        return StorageError::Unavailable(format!("{what}: {error}: the disk is full"));
+    let exhausted = match error.kind() {
+        ErrorKind::StorageFull | ErrorKind::QuotaExceeded => Some("the disk is full"),
+        ErrorKind::OutOfMemory => Some("the server is out of memory"),
+        _ => match error.raw_os_error() {
+            Some(libc::EMFILE) => Some("the server has too many open files"),
+            Some(libc::ENFILE) => Some("the system has too many open files"),
+            _ => None,
+        },
+    };
+    match exhausted {
+        Some(why) => StorageError::Unavailable(format!("{what}: {error}: {why}")),
+        None => StorageError::Io(anyhow::Error::new(error).context(what.to_string())),
     }
-    StorageError::Io(anyhow::Error::new(error).context(what.to_string()))
 }
 
 /// Runs blocking file system work off the async threads.
@@ -384,6 +392,36 @@ mod tests {
         }
         let other = std::io::Error::from(ErrorKind::PermissionDenied);
         assert!(matches!(io_error(other, "writing"), StorageError::Io(_)));
+    }
+
+    /// The open-file limits and memory are resources too: 503 with the reason, like a
+    /// full disk. The errors are the kernel's own codes, as a failed `open` returns them
+    /// (lowering the limit for real would starve every other test in this process).
+    #[test]
+    fn open_file_limits_and_memory_are_unavailable_not_a_fault() {
+        for (code, why) in [
+            (libc::EMFILE, "the server has too many open files"),
+            (libc::ENFILE, "the system has too many open files"),
+            (libc::ENOMEM, "the server is out of memory"),
+            (libc::EDQUOT, "the disk is full"),
+        ] {
+            let error = std::io::Error::from_raw_os_error(code);
+            match io_error(error, "creating /w/t/metadata/1.json") {
+                StorageError::Unavailable(message) => assert!(
+                    message.starts_with("creating /w/t/metadata/1.json: ")
+                        && message.ends_with(why),
+                    "{message}"
+                ),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+        for code in [libc::EACCES, libc::EIO, libc::ENOENT] {
+            let error = std::io::Error::from_raw_os_error(code);
+            assert!(
+                matches!(io_error(error, "x"), StorageError::Io(_)),
+                "{code}"
+            );
+        }
     }
 
     #[test]
