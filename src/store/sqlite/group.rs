@@ -338,11 +338,10 @@ impl Group<'_> {
 fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
     let fail = || {
         let message = format!("committing a write group: {error}");
-        if super::is_disk_full(error) {
+        match super::exhausted(error) {
             // Rolled back: nothing of the group is kept (`super::internal`).
-            super::disk_full(&message)
-        } else {
-            internal(&message)
+            Some(why) => StoreError::Unavailable(format!("{why}: {message}")),
+            None => internal(&message),
         }
     };
     (0..n).map(|_| Err(fail())).collect()

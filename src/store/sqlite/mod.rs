@@ -303,7 +303,7 @@ impl SqliteStore {
         let pooled = self.readers.lock().expect("reader pool poisoned").pop();
         let conn = match pooled {
             Some(conn) => conn,
-            None => open_connection(&self.path).map_err(StoreError::Internal)?,
+            None => open_connection(&self.path).map_err(open_failed)?,
         };
         let run = |sql: &str| conn.prepare_cached(sql).and_then(|mut s| s.execute([]));
         run("BEGIN").map_err(internal)?;
@@ -346,23 +346,43 @@ impl SqliteStore {
     }
 }
 
-/// SQLite's error as the store's: a full disk is `Unavailable` (503, and SQLite rolled
-/// the transaction back), anything else `Internal`.
+/// SQLite's error as the store's: running out of a resource (`exhausted`) is
+/// `Unavailable` (503, and SQLite rolled the statement or transaction back), anything
+/// else `Internal`.
 pub(super) fn internal(error: rusqlite::Error) -> StoreError {
-    if is_disk_full(&error) {
-        return disk_full(&error);
+    match exhausted(&error) {
+        Some(why) => StoreError::Unavailable(format!("{why}: {error}")),
+        None => StoreError::Internal(error.into()),
     }
-    StoreError::Internal(error.into())
 }
 
-/// The store's answer to SQLite's `SQLITE_FULL` (`is_disk_full`), with what failed.
-pub(super) fn disk_full(what: &dyn std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(format!("the embedded store's disk is full: {what}"))
+/// What SQLite ran out of, if that is why it failed: the disk (`SQLITE_FULL`: its VFS got
+/// `ENOSPC` or a quota), memory (`SQLITE_NOMEM`), or the files it may open
+/// (`SQLITE_CANTOPEN` on a database that is open already, so a reader's connection or the
+/// WAL's files: the open-file limit, not a missing file). Each is the operator's to
+/// fix, and the same request succeeds once there is room; none is a fault of the request.
+pub(super) fn exhausted(error: &rusqlite::Error) -> Option<&'static str> {
+    use rusqlite::ErrorCode;
+    match error {
+        rusqlite::Error::SqliteFailure(e, _) => match e.code {
+            ErrorCode::DiskFull => Some("the embedded store's disk is full"),
+            ErrorCode::OutOfMemory => Some("the server is out of memory"),
+            ErrorCode::CannotOpen => {
+                Some("the embedded store cannot open its files (is the open-file limit, `ulimit -n`, reached?)")
+            }
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
-/// Whether SQLite failed for want of space (`SQLITE_FULL`: its VFS got `ENOSPC`).
-pub(super) fn is_disk_full(error: &rusqlite::Error) -> bool {
-    matches!(error, rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DiskFull)
+/// A reader's connection that could not be opened (`open_connection`), as `internal`
+/// says, with the file it was opening.
+fn open_failed(error: anyhow::Error) -> StoreError {
+    match error.downcast_ref::<rusqlite::Error>().and_then(exhausted) {
+        Some(why) => StoreError::Unavailable(format!("{why}: {error:#}")),
+        None => StoreError::Internal(error),
+    }
 }
 
 pub(super) fn is_unique_violation(error: &rusqlite::Error) -> bool {
@@ -1005,6 +1025,44 @@ mod tests {
             )
             .unwrap();
         assert_eq!(pointer, location(2));
+    }
+
+    /// Out of memory or of files to open is a 503 like a full disk, naming what ran
+    /// out; other failures stay internal. The codes are SQLite's own (lowering the
+    /// open-file limit for real would starve every other test in this process); the
+    /// last case is a real `SQLITE_CANTOPEN`, from a reader's connection SQLite could
+    /// not open, through the path a read takes.
+    #[test]
+    fn running_out_of_memory_or_files_is_unavailable() {
+        let failure = |code| rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None);
+        for (code, why) in [
+            (rusqlite::ffi::SQLITE_FULL, "disk is full"),
+            (rusqlite::ffi::SQLITE_NOMEM, "out of memory"),
+            (rusqlite::ffi::SQLITE_CANTOPEN, "open-file limit"),
+        ] {
+            match super::internal(failure(code)) {
+                StoreError::Unavailable(message) => assert!(message.contains(why), "{message}"),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+        for code in [rusqlite::ffi::SQLITE_IOERR, rusqlite::ffi::SQLITE_CORRUPT] {
+            assert!(
+                matches!(super::internal(failure(code)), StoreError::Internal(_)),
+                "{code}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("gone").join("catalog.db");
+        let error = open_connection(&gone)
+            .map_err(super::open_failed)
+            .err()
+            .unwrap();
+        match error {
+            StoreError::Unavailable(message) => {
+                assert!(message.contains("catalog.db"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// A database that cannot grow (SQLite's own `SQLITE_FULL`, here from a page limit as
