@@ -358,9 +358,10 @@ pub(super) fn internal(error: rusqlite::Error) -> StoreError {
 
 /// What SQLite ran out of, if that is why it failed: the disk (`SQLITE_FULL`: its VFS got
 /// `ENOSPC` or a quota), memory (`SQLITE_NOMEM`), or the files it may open
-/// (`SQLITE_CANTOPEN` on a database that is open already, so a reader's connection or the
-/// WAL's files: the open-file limit, not a missing file). Each is the operator's to
-/// fix, and the same request succeeds once there is room; none is a fault of the request.
+/// (`SQLITE_CANTOPEN`: the database opened at start, so a reader's connection or the
+/// WAL's files failing later is most likely the open-file limit; a data directory
+/// deleted under the server gives the same code, and the message names the file). Each
+/// is the operator's to fix; none is a fault of the request.
 pub(super) fn exhausted(error: &rusqlite::Error) -> Option<&'static str> {
     use rusqlite::ErrorCode;
     match error {
