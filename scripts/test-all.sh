@@ -343,13 +343,13 @@ if [[ " ${FLOE_TEST_STORES:-embedded postgres} " == *" postgres "* ]]; then
     skip_step "PostgreSQL tests" "no server binary"
   elif run_step "start a throwaway PostgreSQL cluster" start_postgres; then
     run_step "store contract and HTTP tests on PostgreSQL" \
-      cargo test --release "${locked[@]}" --test store_contract --test http_api \
-      --test http_errors --test http_idempotency --test http_auth --test http_oidc \
-      --test http_scan --test http_notifications || true
+      cargo test --release "${locked[@]}" --test it -- store_contract:: http_api:: \
+      http_errors:: http_idempotency:: http_auth:: http_oidc:: http_scan:: \
+      http_notifications:: || true
     run_step "HTTP tests on PostgreSQL with --db-group-commit false" \
-      env FLOE_DB_GROUP_COMMIT=false cargo test --release "${locked[@]}" --test http_api \
-      --test http_errors --test http_idempotency --test http_auth --test http_oidc \
-      --test http_scan --test http_notifications || true
+      env FLOE_DB_GROUP_COMMIT=false cargo test --release "${locked[@]}" --test it -- \
+      http_api:: http_errors:: http_idempotency:: http_auth:: http_oidc:: http_scan:: \
+      http_notifications:: || true
     run_step "Iceberg REST Compatibility Kit on PostgreSQL" "$ROOT/tests/rck/run.sh" || true
     run_step "Iceberg REST Compatibility Kit on PostgreSQL with --db-group-commit false" \
       env FLOE_DB_GROUP_COMMIT=false "$ROOT/tests/rck/run.sh" || true

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The Rust HTTP suites (tests/http_*.rs) with every test server's default catalog on S3.
+# The Rust HTTP suites (tests/it/http_*.rs) with every test server's default catalog on S3.
 #
-#   tests/http_on_s3.sh [extra cargo test args]
+#   tests/http_on_s3.sh [extra cargo args, e.g. --locked]
 #
 # Starts a throwaway SeaweedFS with STS (scripts/s3-server.sh, loopback only), then runs
-# `cargo test --release --test http_api --test http_errors --test http_idempotency
-# --test http_auth --test http_scan --test http_notifications` with FLOE_TEST_S3_ENDPOINT
+# `cargo test --release --test it -- http_api:: http_errors:: http_idempotency::
+# http_auth:: http_scan:: http_notifications::` with FLOE_TEST_S3_ENDPOINT
 # set: each test server's default catalog is then an S3 catalog with a warehouse of its
-# own (tests/common/files.rs), the server
+# own (tests/it/common/files.rs), the server
 # holds the S3 admin keys (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, as a deployed one
 # would), and the tests' file checks (a purge deleted the table's files, a refused
 # request wrote nothing) read the bucket. The S3 server is stopped and deleted afterwards.
@@ -45,5 +45,5 @@ export AWS_SECRET_ACCESS_KEY=floe-admin-secret
 export AWS_REGION=us-east-1
 
 cd "$ROOT"
-cargo test --release --test http_api --test http_errors --test http_idempotency \
-  --test http_auth --test http_scan --test http_notifications "$@"
+cargo test --release --test it "$@" -- http_api:: http_errors:: http_idempotency:: \
+  http_auth:: http_scan:: http_notifications::

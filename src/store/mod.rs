@@ -22,7 +22,7 @@
 //!
 //! Commits are compare-and-swap on the metadata location, so a store only needs
 //! single-row conditional updates inside one transaction; unrelated entities never
-//! contend. `tests/store_contract.rs` holds every backend to the same rules.
+//! contend. `tests/it/store_contract.rs` holds every backend to the same rules.
 
 /// The metadata caches' documents (both stores), in an allocator heap of their own.
 pub mod cache_text;

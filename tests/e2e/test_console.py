@@ -418,7 +418,7 @@ def test_a_reader_sees_only_what_it_was_granted(page, floe, lake):
 
 def test_sign_in_with_a_token_from_an_oidc_provider(floe_server_factory, page, _e2e_tmp):
     """The console takes an access token the identity provider issued: here the test plays
-    the provider with its fixture key (tests/fixtures), as tests/http_oidc.rs does."""
+    the provider with its fixture key (tests/fixtures), as tests/it/http_oidc.rs does."""
     import jwt
     from cryptography.hazmat.primitives import serialization
 

@@ -2,9 +2,7 @@
 //! changes (CREATE, UPDATE, DROP) mirrored in order, REST writes refused, and every bad
 //! notification refused without a change. Runs on every store like the other HTTP suites.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const CATALOGS: &str = "/api/management/v1/catalogs";

@@ -3,9 +3,7 @@
 //! type, and must change nothing (checked against a snapshot of the whole catalog state,
 //! metadata files included).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// A server with namespace `db` holding table `t` and view `v`, plus the state snapshot.

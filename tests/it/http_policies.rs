@@ -2,9 +2,7 @@
 //! how drops of namespaces and tables meet them. Runs on every store like the other
 //! HTTP suites.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const POLARIS: &str = "/api/catalog/polaris/v1/default";

@@ -5,8 +5,6 @@
 //!
 //! Each case is an `async fn(Arc<dyn Store>)`; `contract!` makes one test per backend.
 
-mod common;
-
 use std::sync::Arc;
 
 use floe::events::{seal, ChangeEvent, Draft, Operation, Origin};
@@ -51,7 +49,7 @@ async fn postgres_grouped() -> Option<Backend> {
 }
 
 async fn postgres_with(group_commit: bool, read_connections: usize) -> Option<Backend> {
-    let settings = common::postgres_for_test().await?;
+    let settings = crate::common::postgres_for_test().await?;
     let settings = floe::store::postgres::PostgresSettings {
         group_commit,
         read_connections,
@@ -1860,7 +1858,7 @@ async fn loads_return_the_current_document(store: Arc<dyn Store>) {
 /// finds the connection closed and reads again on a fresh one), and nothing is lost.
 #[tokio::test]
 async fn postgres_reads_survive_their_shared_connection_closing() {
-    let Some(settings) = common::postgres_for_test().await else {
+    let Some(settings) = crate::common::postgres_for_test().await else {
         eprintln!("FLOE_TEST_DATABASE_URL not set: PostgreSQL not tested");
         return;
     };

@@ -4,11 +4,9 @@
 //! next request. Runs on the embedded store, and on PostgreSQL when
 //! `FLOE_TEST_DATABASE_URL` is set.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 

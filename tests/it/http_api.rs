@@ -2,11 +2,9 @@
 //! the config and health endpoints, Polaris's management API and its `/api/catalog/v1`
 //! prefix. Each test starts its own server on a fresh data directory.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// The endpoints Floe must advertise: every one of them is exercised in this file (scan

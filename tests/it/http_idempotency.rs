@@ -1,9 +1,7 @@
 //! `Idempotency-Key`: a client that loses a response and retries gets one effect and the
 //! first answer, on this node and on another node of the same catalog.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use reqwest::Method;
 use serde_json::{json, Value};
 

@@ -4,14 +4,12 @@
 //! bad token a 401 with nothing changed, principals created on first sight when asked,
 //! the issuer's key rotation picked up, the token endpoint closed in `external` mode.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
+use crate::common::*;
 use axum::extract::State;
 use axum::routing::get;
 use axum::Json;
-use common::*;
 use floe::auth::oidc::{JwksSource, OidcSettings};
 use floe::http::auth::AuthMode;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
@@ -26,8 +24,8 @@ const MGMT: &str = "/api/management/v1";
 
 fn key(n: u8) -> EncodingKey {
     let pem = match n {
-        1 => include_str!("fixtures/oidc-test-key.pem"),
-        _ => include_str!("fixtures/oidc-test-key-2.pem"),
+        1 => include_str!("../fixtures/oidc-test-key.pem"),
+        _ => include_str!("../fixtures/oidc-test-key-2.pem"),
     };
     EncodingKey::from_ec_pem(pem.as_bytes()).unwrap()
 }

@@ -4,13 +4,10 @@
 //! Every request goes through [`Server::send`], which fails the test on any 500: a 500
 //! is always a server bug.
 
-#![allow(dead_code)]
-
 pub mod files;
 
 use std::path::PathBuf;
 
-#[allow(unused_imports)] // each test binary uses some of them
 pub use files::{local_path, tree, Files};
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};

@@ -5,13 +5,11 @@
 //! the REST API, so the expected plan is known file by file. Runs on every store and on
 //! S3 like the other HTTP suites (the manifests go where the table's files go).
 
-mod common;
-
 use std::collections::BTreeSet;
 
+use crate::common::*;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use common::*;
 use iceberg::io::FileIO;
 use iceberg::spec::{
     DataContentType, DataFile, DataFileBuilder, DataFileFormat, Datum, Literal, ManifestFile,
