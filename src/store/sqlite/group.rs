@@ -25,7 +25,8 @@
 //! `crate::runtime`), it would otherwise wake for groups of two or three, and each write
 //! would pay a larger share of a COMMIT and its sync.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,6 +35,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::oneshot;
 
 use super::cache::{ObjectCache, Touched};
+use super::checkpoint::{self, Checkpoints};
 use super::documents;
 use super::journal::{self, JournalMarks};
 use super::list_cache::changes_membership;
@@ -60,12 +62,20 @@ pub(super) struct GroupCommitter {
     /// The gather window, in microseconds (0: none); read by the thread for every group.
     gather_us: Arc<AtomicU64>,
     cache: Arc<ObjectCache>,
+    /// The WAL's frames past which a checkpoint pass starts (`checkpoint.rs`).
+    #[cfg(test)]
+    checkpoint_start: Arc<AtomicU32>,
+    /// The checkpoints run so far, by where.
+    #[cfg(test)]
+    pub(super) checkpoints: Arc<checkpoint::Counts>,
 }
 
 impl GroupCommitter {
     /// Starts the commit thread over the store's writer connection (which other, rarer
-    /// writes, such as relay leases, also lock for their own transactions).
+    /// writes, such as relay leases, also lock for their own transactions), and the WAL
+    /// checkpoint thread over a connection of its own to `path`.
     pub(super) fn start(
+        path: &Path,
         writer: Arc<Mutex<Connection>>,
         cache: Arc<ObjectCache>,
         journal: Arc<JournalMarks>,
@@ -74,6 +84,9 @@ impl GroupCommitter {
         let gather_us = Arc::new(AtomicU64::new(0));
         let gather = gather_us.clone();
         let cached = cache.clone();
+        let checkpoint_start = Arc::new(AtomicU32::new(checkpoint::START_FRAMES));
+        let checkpoints = Arc::<checkpoint::Counts>::default();
+        let mut wal = Checkpoints::start(path, checkpoint_start.clone(), checkpoints.clone())?;
         std::thread::Builder::new()
             .name("floe-sqlite-commit".into())
             .spawn(move || {
@@ -82,12 +95,16 @@ impl GroupCommitter {
                 if let Err(e) = slice::ask_for_short_slice() {
                     tracing::debug!(error = %e, "the commit thread keeps the default scheduler slice");
                 }
-                run(&writer, &cached, &journal, &jobs, &gather)
+                run(&writer, &cached, &journal, &jobs, &gather, &mut wal)
             })?;
         Ok(GroupCommitter {
             queue,
             gather_us,
             cache,
+            #[cfg(test)]
+            checkpoint_start,
+            #[cfg(test)]
+            checkpoints,
         })
     }
 
@@ -95,6 +112,12 @@ impl GroupCommitter {
     pub(super) fn set_gather(&self, window: Duration) {
         let us = u64::try_from(window.as_micros()).unwrap_or(u64::MAX);
         self.gather_us.store(us, Ordering::Relaxed);
+    }
+
+    /// Sets the WAL's frames past which a checkpoint pass starts (tests make it small).
+    #[cfg(test)]
+    pub(super) fn set_checkpoint_start(&self, frames: u32) {
+        self.checkpoint_start.store(frames, Ordering::Relaxed);
     }
 
     /// Applies `batch` in the next group; resolves once it is durable (or refused).
@@ -159,6 +182,7 @@ fn run(
     journal: &JournalMarks,
     jobs: &mpsc::Receiver<Job>,
     gather_us: &AtomicU64,
+    checkpoints: &mut Checkpoints,
 ) {
     // The journal entries deleted so far (all those up to here).
     let mut trimmed = 0;
@@ -205,6 +229,8 @@ fn run(
                 let _ = job.reply.send(result.map(|applied| applied.of(job.batch)));
             }
         }
+        // After the answers: a checkpoint here delays the next group, not this one.
+        checkpoints.after_group(writer);
     }
 }
 

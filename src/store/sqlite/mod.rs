@@ -7,12 +7,14 @@
 //! (`HAVE_FDATASYNC`, set for the bundled build in `.cargo/config.toml`), which write
 //! what reading the data back needs, the file's size included, but not its timestamps.
 //!
-//! - `mod.rs`: connections, schema, reads and the `Store` impl.
+//! - `mod.rs`: the reader pool, reads and the `Store` impl.
+//! - `connection.rs`: opening the database: the one-process lock, the connections' settings.
 //! - `cache.rs`: current table and view pointers kept in memory for loads, valid because
 //!   this process is the only writer.
 //! - `list_cache.rs`: recent list pages kept in memory on the same terms.
 //! - `group.rs`: group commit: concurrent write batches share one transaction and its
 //!   fsyncs, each in its own savepoint.
+//! - `checkpoint.rs`: WAL checkpoints, mostly on a thread of their own, off the commit path.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`.
 //! - `documents.rs`: metadata documents and namespace properties past 3 KiB kept
 //!   packed (lz4; zstd before), read in any form.
@@ -24,6 +26,8 @@
 //! - `pcache.rs`: SQLite's page cache without a walk over every page at each commit.
 
 mod cache;
+mod checkpoint;
+mod connection;
 mod documents;
 mod dropped;
 mod group;
@@ -38,7 +42,8 @@ mod writes;
 
 pub use journal::JournalMarks;
 
-use cache::{Lookup, ObjectCache};
+use cache::Lookup;
+use connection::{open_connection, open_writer, Exclusive};
 use documents::{Document, PackedText};
 use list_cache::{ListKey, ListLookup, Listing};
 use schema::{migrate, MIGRATIONS};
@@ -46,9 +51,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::store::{check_schema, stored_kind, PolicyDocument, SecurityDocument, StoredProperties};
-use anyhow::Context;
 use async_trait::async_trait;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
     page_of, Applied, CatalogRow, DroppedObject, EventRead, IdempotencyRecord, LockedObjects, Page,
@@ -71,119 +75,6 @@ pub struct SqliteStore {
     exclusive: Arc<Exclusive>,
 }
 
-/// What makes the metadata cache valid: an exclusive lock on `<database>.lock`, held by
-/// one process at a time and released when it ends (however it ends), and the one cache
-/// of the database in that process. Two servers on one data directory would each trust
-/// a cache the other makes stale, so a second process is refused; stores opened on the
-/// same database inside one process (a test restarting a server) share the lock and the
-/// cache, whose protocol (`cache.rs`) holds for several commit threads.
-struct Exclusive {
-    _lock: std::fs::File,
-    cache: Arc<ObjectCache>,
-    /// The file journal's marks, shared with the storage layer's syncer.
-    journal: Arc<JournalMarks>,
-}
-
-/// The databases this process holds, by their lock file's canonical path.
-type Held = Vec<(std::path::PathBuf, std::sync::Weak<Exclusive>)>;
-static HELD: Mutex<Held> = Mutex::new(Vec::new());
-
-impl Exclusive {
-    fn acquire(path: &Path, cache_bytes: usize) -> anyhow::Result<Arc<Exclusive>> {
-        let lock_path = path.with_extension("db.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .with_context(|| format!("opening {}", lock_path.display()))?;
-        let key = lock_path
-            .canonicalize()
-            .with_context(|| format!("resolving {}", lock_path.display()))?;
-        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
-        held.retain(|(_, weak)| weak.strong_count() > 0);
-        let shared = held
-            .iter()
-            .find(|(k, _)| *k == key)
-            .and_then(|(_, w)| w.upgrade());
-        if let Some(shared) = shared {
-            return Ok(shared);
-        }
-        let exclusive = Arc::new(Exclusive {
-            _lock: lock_exclusively(file, path)?,
-            cache: Arc::new(ObjectCache::new(cache_bytes)),
-            journal: Arc::default(),
-        });
-        held.push((key, Arc::downgrade(&exclusive)));
-        Ok(exclusive)
-    }
-}
-
-fn lock_exclusively(file: std::fs::File, path: &Path) -> anyhow::Result<std::fs::File> {
-    let lock_path = path.with_extension("db.lock");
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
-            "{} is in use by another Floe process (one server per data directory; \
-             several nodes share a PostgreSQL database instead)",
-            path.display()
-        ),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(e).with_context(|| format!("locking {}", lock_path.display()))
-        }
-    }
-}
-
-/// A reader's connection (the writer's is `open_writer`).
-fn open_connection(path: &Path) -> anyhow::Result<Connection> {
-    let conn = Connection::open_with_flags(path, open_flags())
-        .with_context(|| format!("opening {}", path.display()))?;
-    configure(conn)
-}
-
-/// The writer's connection: its WAL writes go through `wal_buffer`, a commit's frames in
-/// one write instead of two per frame.
-fn open_writer(path: &Path) -> anyhow::Result<Connection> {
-    let vfs = wal_buffer::register()?;
-    let conn = Connection::open_with_flags_and_vfs(path, open_flags(), vfs)
-        .with_context(|| format!("opening {}", path.display()))?;
-    configure(conn)
-}
-
-fn open_flags() -> OpenFlags {
-    OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX
-}
-
-fn configure(conn: Connection) -> anyhow::Result<Connection> {
-    // `temp_store = MEMORY`: each batch of a commit group runs in a savepoint, which
-    // keeps the original of every page it changes in a sub-journal. In memory, that is a
-    // copy; in a temporary file (the default past 64 KiB) it was a `pwrite` per page, 5%
-    // of the CPU in a 50/50 mix. It stays small: a RELEASE empties it, batch by batch.
-    // `wal_autocheckpoint = 16000` (pages, ~64 MiB of WAL; SQLite's default is 1000):
-    // commits rewrite the same hot pages (the objects' b-tree, the outbox's tail), and a
-    // checkpoint copies each page once however often the WAL holds it, so fewer, larger
-    // checkpoints copy fewer pages and fsync the database less. The commit thread (which
-    // runs them) spent 5% less per write in the 50/50 mix (BENCHMARKS.md).
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL;
-         PRAGMA synchronous = FULL;
-         PRAGMA wal_autocheckpoint = 16000;
-         PRAGMA foreign_keys = ON;
-         PRAGMA temp_store = MEMORY;
-         PRAGMA busy_timeout = 10000;",
-    )?;
-    // Plans must not depend on bound values. Otherwise SQLite marks a statement whose
-    // LIMIT is a parameter (the list queries) to be prepared again on every call, and
-    // the profile of a mixed load showed lists re-parsed each time.
-    conn.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-        true,
-    )?;
-    Ok(conn)
-}
-
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date,
     /// with no metadata cache.
@@ -201,6 +92,7 @@ impl SqliteStore {
         Ok(SqliteStore {
             path: Arc::from(path),
             committer: Arc::new(group::GroupCommitter::start(
+                path,
                 writer.clone(),
                 exclusive.cache.clone(),
                 exclusive.journal.clone(),
@@ -923,6 +815,37 @@ mod tests {
         b.write(WriteBatch::new(commit(1), 0)).await.unwrap();
         let loaded = a.load_object("c", &table()).await.unwrap().unwrap();
         assert_eq!(loaded.metadata_location, location(1));
+    }
+
+    /// Checkpoints run on their thread and as a tail after a group, never inside a
+    /// COMMIT, and the WAL still starts over: its frames stay bounded under steady writes.
+    #[tokio::test]
+    async fn checkpoints_run_off_the_commit_and_the_wal_starts_over() {
+        use std::sync::atomic::Ordering;
+        let (_dir, path, store) = fresh_store().await;
+        store.committer.set_checkpoint_start(20);
+        let commits = 400;
+        for n in 0..commits {
+            store.write(WriteBatch::new(commit(n), 0)).await.unwrap();
+        }
+        let counts = &store.committer.checkpoints;
+        assert!(counts.background.load(Ordering::Relaxed) >= 2);
+        assert!(counts.tails.load(Ordering::Relaxed) >= 1);
+        assert_eq!(counts.inline.load(Ordering::Relaxed), 0);
+        // Each commit appends a few frames (the object's row, its index, the outbox):
+        // a WAL never started over would hold well over a thousand.
+        let conn = open_connection(&path).unwrap();
+        let frames: i64 = conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+            .unwrap();
+        assert!((0..300).contains(&frames), "{frames} frames in the WAL");
+        // Read from the database: the last commit is there, whole.
+        let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
+        assert_eq!(loaded.metadata_location, location(commits - 1));
+        drop(store);
+        let reopened = SqliteStore::open(&path).unwrap();
+        let loaded = reopened.load_object("c", &table()).await.unwrap().unwrap();
+        assert_eq!(loaded.metadata_location, location(commits - 1));
     }
 
     #[tokio::test]

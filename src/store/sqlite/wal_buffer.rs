@@ -14,7 +14,7 @@
 //! for a frame still in the buffer, and what is acknowledged is on disk as before. Frames
 //! written before a commit (a spilled page cache) are read back only by this connection,
 //! through this file, which writes the buffer first. Only the writer connection uses this
-//! VFS (`open_writer`); the readers use `unix` itself, and both share os_unix.c's
+//! VFS (`connection::open_writer`); the readers use `unix` itself, and both share os_unix.c's
 //! process-wide lock table, since every call ends in its functions.
 //!
 //! Layout: the `unix` file structure comes first in each file this VFS opens, so for every

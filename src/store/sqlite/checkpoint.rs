@@ -1,0 +1,190 @@
+//! WAL checkpoints off the commit path.
+//!
+//! In WAL mode every commit appends its pages to the WAL; a checkpoint copies them back
+//! into the database file and syncs it, so that the WAL can start over. SQLite runs one
+//! on the committing connection, inside COMMIT, once the WAL passes `wal_autocheckpoint`
+//! pages: in the 50/50 mix that made one group in a few hundred wait ~45 ms for thousands
+//! of page copies and a sync of the database (the writes' p99), and every write queued
+//! behind it waited too.
+//!
+//! Here the bulk of that work runs on a thread of its own, over its own connection:
+//! - after each group, the commit thread looks at how many frames the WAL holds (SQLite's
+//!   WAL hook tells the committing thread, [`note_wal_frames`]); past [`START_FRAMES`] it
+//!   wakes the checkpoint thread, which runs a PASSIVE checkpoint (it copies the frames
+//!   no reader still needs, waiting for no one) and then syncs the database file, while
+//!   commits go on;
+//! - commits went on, so when that pass ends the WAL holds a tail of frames it did not
+//!   copy, and a checkpoint that raced every commit could leave the WAL growing under
+//!   steady writes. The commit thread copies the tail itself, after answering its group:
+//!   as the one writer, nothing is appended meanwhile, so the whole WAL is then in the
+//!   database (SQLite syncs it, a few pages now) and the next write starts the WAL over;
+//! - past [`HARD_FRAMES`] (the checkpoint thread gone, or failing) the commit thread
+//!   checkpoints everything itself, as SQLite would have.
+//!
+//! Durability is SQLite's own: a checkpoint copies only committed frames, and the WAL is
+//! reused only after a checkpoint that copied all of it synced the database.
+//! A failed checkpoint changes nothing that was acknowledged; it is logged and retried
+//! at the next threshold.
+
+use std::cell::Cell;
+use std::ffi::{c_char, c_int, c_void};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use rusqlite::{ffi, Connection};
+
+use super::connection::open_connection;
+
+/// The WAL's frames (pages) past which a background pass starts, ~64 MiB (SQLite's
+/// `wal_autocheckpoint` default is 1,000). Commits rewrite the same hot pages (the
+/// objects' b-tree, the outbox's tail), and a checkpoint copies each page once however
+/// often the WAL holds it, so fewer, larger checkpoints copy fewer pages and sync the
+/// database less: when the commit thread ran them, 16,000 instead of 1,000 cost it 5%
+/// less per write in the 50/50 mix (BENCHMARKS.md).
+pub(super) const START_FRAMES: u32 = 16_000;
+
+/// Past this many frames the commit thread checkpoints itself.
+const HARD_FRAMES: u32 = 4 * START_FRAMES;
+
+thread_local! {
+    /// The frames in the WAL after this thread's last commit on a writer connection.
+    static WAL_FRAMES: Cell<u32> = const { Cell::new(0) };
+}
+
+/// SQLite's WAL hook, called on the committing thread after each commit with the frames
+/// the WAL now holds. Replaces SQLite's own (`wal_autocheckpoint`), which checkpointed
+/// right there, inside COMMIT.
+unsafe extern "C" fn note_wal_frames(
+    _context: *mut c_void,
+    _db: *mut ffi::sqlite3,
+    _name: *const c_char,
+    frames: c_int,
+) -> c_int {
+    WAL_FRAMES.with(|cell| cell.set(u32::try_from(frames).unwrap_or(0)));
+    ffi::SQLITE_OK
+}
+
+/// Installs [`note_wal_frames`] on the writer's connection.
+pub(super) fn hook_writer(conn: &Connection) {
+    // SAFETY: the handle is the live connection's; the hook takes no context and only
+    // writes a thread-local, so it outlives nothing.
+    unsafe {
+        ffi::sqlite3_wal_hook(conn.handle(), Some(note_wal_frames), std::ptr::null_mut());
+    }
+}
+
+/// How many checkpoints ran where (tests read them).
+#[derive(Default)]
+pub(super) struct Counts {
+    pub(super) background: AtomicU64,
+    pub(super) tails: AtomicU64,
+    pub(super) inline: AtomicU64,
+}
+
+/// The commit thread's side: when to wake the checkpoint thread, when to copy the tail.
+pub(super) struct Checkpoints {
+    wake: mpsc::SyncSender<()>,
+    /// Set by the checkpoint thread when a pass it was woken for has ended.
+    passed: Arc<AtomicBool>,
+    /// A pass was asked for and its tail is not copied yet.
+    pending: bool,
+    start: Arc<AtomicU32>,
+    counts: Arc<Counts>,
+}
+
+impl Checkpoints {
+    /// Starts the checkpoint thread on `path` (a connection of its own). It ends when
+    /// this is dropped (with the commit thread).
+    pub(super) fn start(
+        path: &Path,
+        start: Arc<AtomicU32>,
+        counts: Arc<Counts>,
+    ) -> std::io::Result<Self> {
+        let (wake, woken) = mpsc::sync_channel(1);
+        let passed = Arc::new(AtomicBool::new(false));
+        let (path, done, counted) = (path.to_path_buf(), passed.clone(), counts.clone());
+        std::thread::Builder::new()
+            .name("floe-sqlite-checkpoint".into())
+            .spawn(move || background(&path, &woken, &done, &counted))?;
+        Ok(Checkpoints {
+            wake,
+            passed,
+            pending: false,
+            start,
+            counts,
+        })
+    }
+
+    /// After a group has been answered: wakes the checkpoint thread, copies the tail of
+    /// its pass, or checkpoints here, as the WAL's size says (locking the writer only
+    /// then).
+    pub(super) fn after_group(&mut self, writer: &Mutex<Connection>) {
+        let frames = WAL_FRAMES.with(Cell::get);
+        if self.pending {
+            if self.passed.swap(false, Ordering::AcqRel) {
+                self.pending = false;
+                self.run_here(writer, &self.counts.tails);
+            } else if frames >= HARD_FRAMES {
+                self.run_here(writer, &self.counts.inline);
+            }
+            return;
+        }
+        if frames < self.start.load(Ordering::Relaxed) {
+            return;
+        }
+        match self.wake.try_send(()) {
+            Ok(()) => self.pending = true,
+            // A pass is still queued (not possible while `pending` is clear), or the
+            // thread is gone: past the hard limit, do it here.
+            Err(_) if frames >= HARD_FRAMES => self.run_here(writer, &self.counts.inline),
+            Err(_) => {}
+        }
+    }
+
+    fn run_here(&self, writer: &Mutex<Connection>, count: &AtomicU64) {
+        let conn = writer.lock().unwrap_or_else(|e| e.into_inner());
+        match passive(&conn) {
+            Ok(()) => {
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!(error = %e, "checkpointing the embedded store's WAL"),
+        }
+    }
+}
+
+/// The checkpoint thread: a pass each time it is woken, until the commit thread ends.
+fn background(path: &Path, woken: &mpsc::Receiver<()>, passed: &AtomicBool, counts: &Counts) {
+    let conn = match open_connection(path) {
+        Ok(conn) => conn,
+        Err(e) => {
+            // The commit thread checkpoints past the hard limit instead.
+            tracing::warn!(error = %format!("{e:#}"), "the WAL checkpoint thread could not start");
+            return;
+        }
+    };
+    while woken.recv().is_ok() {
+        let pass = passive(&conn).and_then(|()| sync_database(path));
+        match pass {
+            Ok(()) => {
+                counts.background.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => tracing::warn!(error = %e, "checkpointing the embedded store's WAL"),
+        }
+        passed.store(true, Ordering::Release);
+    }
+}
+
+/// A PASSIVE checkpoint: copies what it can, waits for no reader or writer.
+fn passive(conn: &Connection) -> anyhow::Result<()> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+    Ok(())
+}
+
+/// Syncs the pages a pass copied. SQLite syncs the database only after a pass that
+/// copied the whole WAL; one that commits outran leaves them to the next full pass,
+/// which is the commit thread's tail, and that sync should cost a few pages, not all.
+fn sync_database(path: &Path) -> anyhow::Result<()> {
+    std::fs::File::open(path)?.sync_data()?;
+    Ok(())
+}
