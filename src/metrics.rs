@@ -52,6 +52,11 @@ pub struct StateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PlaceLabels {
+    pub place: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: &'static str,
     pub store: &'static str,
@@ -72,6 +77,8 @@ pub struct Metrics {
     pub relay_lag: Gauge,
     pub db_connections: Family<StateLabels, Gauge>,
     pub db_waiting: Gauge,
+    /// The embedded store's WAL checkpoints by where they ran (`store::sqlite::checkpoint`).
+    pub wal_checkpoints: Family<PlaceLabels, Counter>,
     pub build: Family<BuildLabels, Gauge>,
 }
 
@@ -141,6 +148,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Requests waiting for a PostgreSQL connection",
         db_waiting.clone(),
     );
+    let wal_checkpoints = Family::<PlaceLabels, Counter>::default();
+    registry.register(
+        "wal_checkpoints",
+        "Embedded store WAL checkpoints by place (background: the checkpoint thread; tail: the writer after a background pass; inline: the writer past the hard limit; failed)",
+        wal_checkpoints.clone(),
+    );
     let build = Family::<BuildLabels, Gauge>::default();
     registry.register("build_info", "Floe's version and store", build.clone());
     // Every known label value starts at 0, so a series exists before its first event
@@ -156,6 +169,9 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
             });
         }
     }
+    for place in ["background", "tail", "inline", "failed"] {
+        let _ = wal_checkpoints.get_or_create(&PlaceLabels { place });
+    }
     Metrics {
         registry,
         requests,
@@ -167,6 +183,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         relay_lag,
         db_connections,
         db_waiting,
+        wal_checkpoints,
         build,
     }
 });
@@ -271,6 +288,15 @@ pub fn record_cache(cache: &'static str, hit: bool) {
         metrics()
             .cache
             .get_or_create(&CacheLabels { cache, result })
+            .inc();
+    }
+}
+
+pub fn record_wal_checkpoint(place: &'static str) {
+    if enabled() {
+        metrics()
+            .wal_checkpoints
+            .get_or_create(&PlaceLabels { place })
             .inc();
     }
 }

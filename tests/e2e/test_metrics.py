@@ -58,6 +58,11 @@ def test_metrics_count_requests_by_route_template(floe_server_factory):
     commits = families["floe_commit_attempts"]
     assert samples(commits, outcome="committed")[0].value >= 2  # the create and the commit
     assert samples(commits, outcome="rejected")[0].value >= 1
+    # Every checkpoint place is a series from the start (a checkpoint needs 16,000 WAL
+    # pages; the store's own tests drive them and check the counts).
+    checkpoints = families["floe_wal_checkpoints"]
+    assert {s.labels["place"] for s in checkpoints.samples if s.name.endswith("_total")} == {
+        "background", "tail", "inline", "failed"}
     writes = families["floe_store_write_duration_seconds"]
     assert [s for s in writes.samples if s.name.endswith("_count")][0].value >= 3
     build = families["floe_build_info"]

@@ -1,3 +1,5 @@
+//! The Polaris tree generator checked against its closed forms.
+
 use std::collections::HashSet;
 
 use super::*;

@@ -74,12 +74,41 @@ pub(super) fn hook_writer(conn: &Connection) {
     }
 }
 
-/// How many checkpoints ran where (tests read them).
+/// How many checkpoints ran where (tests read them; the process-wide metric
+/// `floe_wal_checkpoints_total` counts them too).
 #[derive(Default)]
 pub(super) struct Counts {
     pub(super) background: AtomicU64,
     pub(super) tails: AtomicU64,
     pub(super) inline: AtomicU64,
+}
+
+/// Where a checkpoint ran: the metric's label and this store's count.
+#[derive(Clone, Copy)]
+enum Place {
+    Background,
+    Tail,
+    Inline,
+}
+
+impl Counts {
+    fn record(&self, place: Place, outcome: anyhow::Result<()>) {
+        let (count, label) = match place {
+            Place::Background => (&self.background, "background"),
+            Place::Tail => (&self.tails, "tail"),
+            Place::Inline => (&self.inline, "inline"),
+        };
+        match outcome {
+            Ok(()) => {
+                count.fetch_add(1, Ordering::Relaxed);
+                crate::metrics::record_wal_checkpoint(label);
+            }
+            Err(e) => {
+                crate::metrics::record_wal_checkpoint("failed");
+                tracing::warn!(error = %e, place = label, "checkpointing the embedded store's WAL");
+            }
+        }
+    }
 }
 
 /// The commit thread's side: when to wake the checkpoint thread, when to copy the tail.
@@ -124,9 +153,9 @@ impl Checkpoints {
         if self.pending {
             if self.passed.swap(false, Ordering::AcqRel) {
                 self.pending = false;
-                self.run_here(writer, &self.counts.tails);
+                self.run_here(writer, Place::Tail);
             } else if frames >= HARD_FRAMES {
-                self.run_here(writer, &self.counts.inline);
+                self.run_here(writer, Place::Inline);
             }
             return;
         }
@@ -137,19 +166,14 @@ impl Checkpoints {
             Ok(()) => self.pending = true,
             // A pass is still queued (not possible while `pending` is clear), or the
             // thread is gone: past the hard limit, do it here.
-            Err(_) if frames >= HARD_FRAMES => self.run_here(writer, &self.counts.inline),
+            Err(_) if frames >= HARD_FRAMES => self.run_here(writer, Place::Inline),
             Err(_) => {}
         }
     }
 
-    fn run_here(&self, writer: &Mutex<Connection>, count: &AtomicU64) {
+    fn run_here(&self, writer: &Mutex<Connection>, place: Place) {
         let conn = writer.lock().unwrap_or_else(|e| e.into_inner());
-        match passive(&conn) {
-            Ok(()) => {
-                count.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => tracing::warn!(error = %e, "checkpointing the embedded store's WAL"),
-        }
+        self.counts.record(place, passive(&conn));
     }
 }
 
@@ -165,12 +189,7 @@ fn background(path: &Path, woken: &mpsc::Receiver<()>, passed: &AtomicBool, coun
     };
     while woken.recv().is_ok() {
         let pass = passive(&conn).and_then(|()| sync_database(path));
-        match pass {
-            Ok(()) => {
-                counts.background.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(e) => tracing::warn!(error = %e, "checkpointing the embedded store's WAL"),
-        }
+        counts.record(Place::Background, pass);
         passed.store(true, Ordering::Release);
     }
 }
