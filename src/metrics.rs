@@ -273,32 +273,27 @@ pub fn record_request(method: &'static str, route: &'static str, status: u16, to
         .insert(key, (count, duration));
 }
 
-pub fn record_commit(outcome: &'static str) {
+/// Counts one event in `family` under `labels` (when recording is on).
+fn count<L>(family: impl FnOnce(&'static Metrics) -> &'static Family<L, Counter>, labels: &L)
+where
+    L: Clone + std::hash::Hash + Eq + 'static,
+{
     if enabled() {
-        metrics()
-            .commits
-            .get_or_create(&OutcomeLabels { outcome })
-            .inc();
+        family(metrics()).get_or_create(labels).inc();
     }
+}
+
+pub fn record_commit(outcome: &'static str) {
+    count(|m| &m.commits, &OutcomeLabels { outcome });
 }
 
 pub fn record_cache(cache: &'static str, hit: bool) {
-    if enabled() {
-        let result = if hit { "hit" } else { "miss" };
-        metrics()
-            .cache
-            .get_or_create(&CacheLabels { cache, result })
-            .inc();
-    }
+    let result = if hit { "hit" } else { "miss" };
+    count(|m| &m.cache, &CacheLabels { cache, result });
 }
 
 pub fn record_wal_checkpoint(place: &'static str) {
-    if enabled() {
-        metrics()
-            .wal_checkpoints
-            .get_or_create(&PlaceLabels { place })
-            .inc();
-    }
+    count(|m| &m.wal_checkpoints, &PlaceLabels { place });
 }
 
 /// A pool's state when scraped.
