@@ -19,7 +19,12 @@
 //!   as the one writer, nothing is appended meanwhile, so the whole WAL is then in the
 //!   database (SQLite syncs it, a few pages now) and the next write starts the WAL over;
 //! - past [`HARD_FRAMES`] (the checkpoint thread gone, or failing) the commit thread
-//!   checkpoints everything itself, as SQLite would have.
+//!   checkpoints everything itself, as SQLite would have;
+//! - the writer's rarer commits from other threads (relay leases, purges, the file
+//!   journal's restore) checkpoint inside their COMMIT past [`START_FRAMES`], as SQLite's
+//!   own hook did: a server whose only writes are those (an idle catalog with an event
+//!   relay renewing its lease) would otherwise grow its WAL without end, since only a
+//!   commit group asks for a pass.
 //!
 //! Durability is SQLite's own: a checkpoint copies only committed frames, and the WAL is
 //! reused only after a checkpoint that copied all of it synced the database.
@@ -50,18 +55,47 @@ const HARD_FRAMES: u32 = 4 * START_FRAMES;
 thread_local! {
     /// The frames in the WAL after this thread's last commit on a writer connection.
     static WAL_FRAMES: Cell<u32> = const { Cell::new(0) };
+    /// Set on a commit thread ([`on_commit_thread`]), whose checkpoints
+    /// [`Checkpoints::after_group`] starts.
+    static COMMIT_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The frames in the WAL after the calling thread's last commit on a writer connection.
+#[cfg(test)]
+pub(super) fn wal_frames() -> u32 {
+    WAL_FRAMES.with(Cell::get)
+}
+
+/// Marks the calling thread as a commit thread: its commits only note the WAL's size.
+pub(super) fn on_commit_thread() {
+    COMMIT_THREAD.with(|cell| cell.set(true));
 }
 
 /// SQLite's WAL hook, called on the committing thread after each commit with the frames
 /// the WAL now holds. Replaces SQLite's own (`wal_autocheckpoint`), which checkpointed
-/// right there, inside COMMIT.
+/// right there, inside COMMIT; another thread's commit still does, past [`START_FRAMES`].
 unsafe extern "C" fn note_wal_frames(
     _context: *mut c_void,
-    _db: *mut ffi::sqlite3,
-    _name: *const c_char,
+    db: *mut ffi::sqlite3,
+    name: *const c_char,
     frames: c_int,
 ) -> c_int {
-    WAL_FRAMES.with(|cell| cell.set(u32::try_from(frames).unwrap_or(0)));
+    let frames = u32::try_from(frames).unwrap_or(0);
+    WAL_FRAMES.with(|cell| cell.set(frames));
+    if frames >= START_FRAMES && !COMMIT_THREAD.with(Cell::get) {
+        // SAFETY: `db` and `name` are SQLite's own, valid for this call; checkpointing
+        // from the hook is what SQLite's default hook does. A checkpoint that fails (or
+        // finds another running) is retried after the next commit, as SQLite's would be.
+        unsafe {
+            ffi::sqlite3_wal_checkpoint_v2(
+                db,
+                name,
+                ffi::SQLITE_CHECKPOINT_PASSIVE,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+        }
+    }
     ffi::SQLITE_OK
 }
 

@@ -89,7 +89,8 @@ pub(super) fn open_writer(path: &Path) -> anyhow::Result<Connection> {
     let conn = Connection::open_with_flags_and_vfs(path, open_flags(), vfs)
         .with_context(|| format!("opening {}", path.display()))?;
     let conn = configure(conn)?;
-    // Its checkpoints are the commit thread's to start (`checkpoint.rs`), not COMMIT's.
+    // Its checkpoints are the commit thread's to start (`checkpoint.rs`), not COMMIT's
+    // (but for its rarer commits from other threads).
     checkpoint::hook_writer(&conn);
     Ok(conn)
 }

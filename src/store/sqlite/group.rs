@@ -92,6 +92,7 @@ impl GroupCommitter {
             .spawn(move || {
                 // Each write waits on this thread: it should get a core soon after it
                 // wakes, without taking a larger share of the CPU (`slice.rs`).
+                checkpoint::on_commit_thread();
                 if let Err(e) = slice::ask_for_short_slice() {
                     tracing::debug!(error = %e, "the commit thread keeps the default scheduler slice");
                 }

@@ -711,7 +711,7 @@ impl Store for SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use super::{open_connection, SqliteStore};
+    use super::{checkpoint, open_connection, SqliteStore};
     use rusqlite::params;
 
     use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
@@ -846,6 +846,45 @@ mod tests {
         let reopened = SqliteStore::open(&path).unwrap();
         let loaded = reopened.load_object("c", &table()).await.unwrap().unwrap();
         assert_eq!(loaded.metadata_location, location(commits - 1));
+    }
+
+    /// The writer's commits from other threads than the commit thread (relay leases,
+    /// purges) start no pass of the checkpoint thread; past the threshold they checkpoint
+    /// themselves, so a server with only those writes still starts its WAL over.
+    #[tokio::test]
+    async fn other_threads_commits_checkpoint_the_wal_themselves() {
+        let (_dir, path, store) = fresh_store().await;
+        let writer = store.writer.clone();
+        let frames = std::thread::spawn(move || {
+            let conn = writer.lock().unwrap();
+            conn.execute_batch("CREATE TABLE filler (b BLOB)").unwrap();
+            // About 257 frames a commit (a MiB of overflow pages): 80 take the WAL past
+            // START_FRAMES once.
+            let mut most = 0;
+            for _ in 0..80 {
+                conn.execute("INSERT INTO filler VALUES (zeroblob(1048576))", [])
+                    .unwrap();
+                most = most.max(checkpoint::wal_frames());
+            }
+            (most, checkpoint::wal_frames())
+        })
+        .join()
+        .unwrap();
+        let (most, last) = frames;
+        assert!(
+            most >= checkpoint::START_FRAMES,
+            "the WAL reached {most} frames"
+        );
+        assert!(
+            last < checkpoint::START_FRAMES,
+            "the WAL never started over: {last} frames"
+        );
+        // Nothing was lost on the way.
+        let conn = open_connection(&path).unwrap();
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM filler", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 80);
     }
 
     #[tokio::test]
