@@ -40,6 +40,8 @@ pub struct ServerConfig {
     /// Embedded store: how long its commit thread waits, under load, for more writes to
     /// share a group (zero: none).
     pub commit_gather: Duration,
+    /// Embedded store: the WAL's frames (pages) past which it is checkpointed.
+    pub wal_checkpoint_frames: u32,
     /// PostgreSQL instead of the embedded store: several nodes can share it.
     pub postgres: Option<PostgresSettings>,
     /// How long clients may retry with one `Idempotency-Key`.
@@ -94,6 +96,7 @@ impl ServerConfig {
             max_body_bytes: 16 * 1024 * 1024,
             metadata_cache_bytes: 64 << 20,
             commit_gather: DEFAULT_COMMIT_GATHER,
+            wal_checkpoint_frames: crate::store::sqlite::DEFAULT_WAL_CHECKPOINT_FRAMES,
             postgres: None,
             idempotency_lifetime: CatalogSettings::default().idempotency_lifetime,
             auth: AuthSettings::default(),
@@ -171,6 +174,7 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<http::App> {
         // (`--fsync-journal` is on by default, so saying so at every start would be noise).
         Some(settings) => (Arc::new(PostgresStore::open(settings).await?), None),
         None => {
+            SqliteStore::set_wal_checkpoint_frames(config.wal_checkpoint_frames);
             let store = SqliteStore::open_with_cache(
                 &data_dir.join("catalog.db"),
                 config.metadata_cache_bytes,

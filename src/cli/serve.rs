@@ -63,6 +63,13 @@ pub struct ServeArgs {
           default_value_t = crate::server::DEFAULT_COMMIT_GATHER.as_micros() as u64,
           value_parser = clap::value_parser!(u64).range(0..=10_000))]
     pub commit_gather_us: u64,
+    /// Embedded store: the WAL's frames (4 KiB pages) past which a background pass copies
+    /// it into the database so that it can start over (1 to 1,000,000). Smaller: less WAL
+    /// on disk and a shorter recovery after a crash, for more passes and database syncs.
+    #[arg(long, env = "FLOE_WAL_CHECKPOINT_FRAMES",
+          default_value_t = crate::store::sqlite::DEFAULT_WAL_CHECKPOINT_FRAMES,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub wal_checkpoint_frames: u32,
     /// Embedded store: the request threads run this many nice steps below the commit
     /// thread (0 to 19; 0: the same), so that it gets a core as soon as a write needs it.
     /// Only lowers the request threads' own priority; needs no privileges. Anything else
@@ -309,6 +316,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_body_bytes: args.max_body_bytes,
         metadata_cache_bytes: args.metadata_cache_mib << 20,
         commit_gather: std::time::Duration::from_micros(args.commit_gather_us),
+        wal_checkpoint_frames: args.wal_checkpoint_frames,
         postgres: args.database_url.as_ref().map(|url| PostgresSettings {
             url: url.clone(),
             pool_size: args.db_pool_size,

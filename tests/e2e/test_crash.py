@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import threading
 import time
@@ -179,16 +180,31 @@ def check_table_on_disk(name: str, loaded: dict, expected_uuid: str,
         )
 
 
+def wal_checkpoints(server) -> dict[str, float]:
+    """The embedded store's WAL checkpoints so far, by place (`floe_wal_checkpoints_total`)."""
+    r = requests.get(f"{server.url}/metrics", timeout=10)
+    assert r.status_code == 200, r.text
+    found = re.findall(r'^floe_wal_checkpoints_total\{place="(\w+)"\} (\S+)$', r.text, re.M)
+    return {place: float(n) for place, n in found}
+
+
 @pytest.mark.parametrize("sync_flags", [
     ["--fsync-journal", "true", "--fsync-journal-interval-ms", "50"],
     ["--fsync-journal", "false"],
     ["--fsync-journal", "false", "--fsync-batch", "true"],
-], ids=["journal", "per-file", "batch"])
+    # The WAL checkpointed every few groups, so that kills land during a background
+    # pass, a tail copied by the commit thread, or a WAL starting over.
+    ["--fsync-journal", "true", "--fsync-journal-interval-ms", "50",
+     "--wal-checkpoint-frames", "50"],
+], ids=["journal", "per-file", "batch", "checkpoints"])
 def test_acknowledged_commits_survive_kill_9(floe_server_factory, sync_flags):
     """With the metadata files synced by the journal's background rounds (the default;
-    each restart restores what the journal still holds), one by one, or in shared rounds."""
+    each restart restores what the journal still holds), one by one, or in shared rounds;
+    and with the database's WAL checkpointed all the time."""
     server = floe_server_factory(["--auth", "none", *sync_flags])
     journal = "--fsync-journal" in sync_flags and "true" in sync_flags
+    checkpointing = "--wal-checkpoint-frames" in sync_flags
+    tails = 0.0
     api = Api(server)
     r = requests.post(api.url("/namespaces"), json={"namespace": [NAMESPACE]}, timeout=30)
     assert r.status_code == 200, f"create namespace: {r.status_code} {r.text}"
@@ -208,6 +224,12 @@ def test_acknowledged_commits_survive_kill_9(floe_server_factory, sync_flags):
             t.start()
         time.sleep(rng.uniform(*RUN_BEFORE_KILL))
         assert server.is_running(), f"server died on its own in round {round_no}"
+        if checkpointing:
+            # Read before the kill (the counts start over with the process).
+            counts = wal_checkpoints(server)
+            assert counts.get("background", 0) >= 1, f"round {round_no}: no pass ran: {counts}"
+            assert counts.get("failed", 0) == 0, f"round {round_no}: {counts}"
+            tails += counts.get("tail", 0)
         killed.set()
         server.kill9()  # mid-stream: commits are in flight
         stop.set()
@@ -241,6 +263,8 @@ def test_acknowledged_commits_survive_kill_9(floe_server_factory, sync_flags):
         expected["shared"][f"probe{round_no}"] = "ok"
         assert load_table(api, "shared")["metadata"]["properties"].get(f"probe{round_no}") == "ok"
 
+    if checkpointing:
+        assert tails >= 1, "the commit thread never copied a pass's tail"
     # A clean shutdown (SIGTERM) after all that keeps everything too.
     assert server.terminate() == 0, "server did not exit 0 on SIGTERM"
     server.start()

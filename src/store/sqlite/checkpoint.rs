@@ -18,13 +18,17 @@
 //!   steady writes. The commit thread copies the tail itself, after answering its group:
 //!   as the one writer, nothing is appended meanwhile, so the whole WAL is then in the
 //!   database (SQLite syncs it, a few pages now) and the next write starts the WAL over;
-//! - past [`HARD_FRAMES`] (the checkpoint thread gone, or failing) the commit thread
+//! - past four times that (the checkpoint thread gone, or failing) the commit thread
 //!   checkpoints everything itself, as SQLite would have;
 //! - the writer's rarer commits from other threads (relay leases, purges, the file
 //!   journal's restore) checkpoint inside their COMMIT past [`START_FRAMES`], as SQLite's
 //!   own hook did: a server whose only writes are those (an idle catalog with an event
 //!   relay renewing its lease) would otherwise grow its WAL without end, since only a
 //!   commit group asks for a pass.
+//!
+//! The threshold is `floe serve --wal-checkpoint-frames` ([`START_FRAMES`] by default): a
+//! smaller one keeps less WAL on disk and makes the recovery after a crash shorter, for
+//! more passes and database syncs.
 //!
 //! Durability is SQLite's own: a checkpoint copies only committed frames, and the WAL is
 //! reused only after a checkpoint that copied all of it synced the database.
@@ -49,8 +53,25 @@ use super::connection::open_connection;
 /// less per write in the 50/50 mix (BENCHMARKS.md).
 pub(super) const START_FRAMES: u32 = 16_000;
 
-/// Past this many frames the commit thread checkpoints itself.
-const HARD_FRAMES: u32 = 4 * START_FRAMES;
+/// The WAL's frames past which a pass starts in this process: [`START_FRAMES`] unless
+/// the server was told otherwise (`--wal-checkpoint-frames`). Process-wide, because
+/// SQLite's WAL hook, which reads it on other threads than the commit thread, has no
+/// store to ask; a store's commit thread takes it when the store opens.
+static START: AtomicU32 = AtomicU32::new(START_FRAMES);
+
+/// Sets the threshold for the stores this process opens from now on (the server sets it
+/// once, before it opens its store; tests change a store's own instead).
+pub(super) fn set_start_frames(frames: u32) {
+    START.store(frames.max(1), Ordering::Relaxed);
+}
+
+/// The threshold a store opened now starts with.
+pub(super) fn start_frames() -> u32 {
+    START.load(Ordering::Relaxed)
+}
+
+/// Past this many times the threshold the commit thread checkpoints itself.
+const HARD_FACTOR: u32 = 4;
 
 thread_local! {
     /// The frames in the WAL after this thread's last commit on a writer connection.
@@ -82,7 +103,7 @@ unsafe extern "C" fn note_wal_frames(
 ) -> c_int {
     let frames = u32::try_from(frames).unwrap_or(0);
     WAL_FRAMES.with(|cell| cell.set(frames));
-    if frames >= START_FRAMES && !COMMIT_THREAD.with(Cell::get) {
+    if frames >= start_frames() && !COMMIT_THREAD.with(Cell::get) {
         // SAFETY: `db` and `name` are SQLite's own, valid for this call; checkpointing
         // from the hook is what SQLite's default hook does. A checkpoint that fails (or
         // finds another running) is retried after the next commit, as SQLite's would be.
@@ -184,23 +205,25 @@ impl Checkpoints {
     /// then).
     pub(super) fn after_group(&mut self, writer: &Mutex<Connection>) {
         let frames = WAL_FRAMES.with(Cell::get);
+        let start = self.start.load(Ordering::Relaxed);
+        let hard = start.saturating_mul(HARD_FACTOR);
         if self.pending {
             if self.passed.swap(false, Ordering::AcqRel) {
                 self.pending = false;
                 self.run_here(writer, Place::Tail);
-            } else if frames >= HARD_FRAMES {
+            } else if frames >= hard {
                 self.run_here(writer, Place::Inline);
             }
             return;
         }
-        if frames < self.start.load(Ordering::Relaxed) {
+        if frames < start {
             return;
         }
         match self.wake.try_send(()) {
             Ok(()) => self.pending = true,
             // A pass is still queued (not possible while `pending` is clear), or the
             // thread is gone: past the hard limit, do it here.
-            Err(_) if frames >= HARD_FRAMES => self.run_here(writer, Place::Inline),
+            Err(_) if frames >= hard => self.run_here(writer, Place::Inline),
             Err(_) => {}
         }
     }

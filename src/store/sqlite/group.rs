@@ -84,7 +84,7 @@ impl GroupCommitter {
         let gather_us = Arc::new(AtomicU64::new(0));
         let gather = gather_us.clone();
         let cached = cache.clone();
-        let checkpoint_start = Arc::new(AtomicU32::new(checkpoint::START_FRAMES));
+        let checkpoint_start = Arc::new(AtomicU32::new(checkpoint::start_frames()));
         let checkpoints = Arc::<checkpoint::Counts>::default();
         let mut wal = Checkpoints::start(path, checkpoint_start.clone(), checkpoints.clone())?;
         std::thread::Builder::new()
@@ -365,11 +365,8 @@ impl Group<'_> {
 fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
     let fail = || {
         let message = format!("committing a write group: {error}");
-        match super::exhausted(error) {
-            // Rolled back: nothing of the group is kept (`super::internal`).
-            Some(why) => StoreError::Unavailable(format!("{why}: {message}")),
-            None => internal(&message),
-        }
+        // Out of a resource, the group rolled back: nothing of it is kept (`super::internal`).
+        super::unavailable(error, &message).unwrap_or_else(|| internal(&message))
     };
     (0..n).map(|_| Err(fail())).collect()
 }

@@ -75,6 +75,9 @@ pub struct SqliteStore {
     exclusive: Arc<Exclusive>,
 }
 
+/// The WAL's frames past which checkpoints start unless set (`--wal-checkpoint-frames`).
+pub const DEFAULT_WAL_CHECKPOINT_FRAMES: u32 = checkpoint::START_FRAMES;
+
 impl SqliteStore {
     /// Opens (creating if needed) the database at `path` and brings its schema up to date,
     /// with no metadata cache.
@@ -101,6 +104,12 @@ impl SqliteStore {
             readers: Arc::new(Mutex::new(Vec::new())),
             exclusive,
         })
+    }
+
+    /// Sets the WAL's frames past which checkpoints start, for the stores this process
+    /// opens from now on (`checkpoint.rs`; at least 1).
+    pub fn set_wal_checkpoint_frames(frames: u32) {
+        checkpoint::set_start_frames(frames);
     }
 
     /// Under load, the commit thread waits `window` before taking each group, so that
@@ -242,10 +251,16 @@ impl SqliteStore {
 /// `Unavailable` (503, and SQLite rolled the statement or transaction back), anything
 /// else `Internal`.
 pub(super) fn internal(error: rusqlite::Error) -> StoreError {
-    match exhausted(&error) {
-        Some(why) => StoreError::Unavailable(format!("{why}: {error}")),
-        None => StoreError::Internal(error.into()),
-    }
+    unavailable(&error, &error).unwrap_or_else(|| StoreError::Internal(error.into()))
+}
+
+/// `Unavailable`, saying what ran out and then `message`, if `error` is SQLite running
+/// out of a resource (`exhausted`); the one place that message is shaped.
+pub(super) fn unavailable(
+    error: &rusqlite::Error,
+    message: impl std::fmt::Display,
+) -> Option<StoreError> {
+    exhausted(error).map(|why| StoreError::Unavailable(format!("{why}: {message}")))
 }
 
 /// What SQLite ran out of, if that is why it failed: the disk (`SQLITE_FULL`: its VFS got
@@ -272,10 +287,10 @@ pub(super) fn exhausted(error: &rusqlite::Error) -> Option<&'static str> {
 /// A reader's connection that could not be opened (`open_connection`), as `internal`
 /// says, with the file it was opening.
 fn open_failed(error: anyhow::Error) -> StoreError {
-    match error.downcast_ref::<rusqlite::Error>().and_then(exhausted) {
-        Some(why) => StoreError::Unavailable(format!("{why}: {error:#}")),
-        None => StoreError::Internal(error),
-    }
+    let full = format!("{error:#}");
+    (error.downcast_ref::<rusqlite::Error>())
+        .and_then(|sqlite| unavailable(sqlite, full))
+        .unwrap_or(StoreError::Internal(error))
 }
 
 pub(super) fn is_unique_violation(error: &rusqlite::Error) -> bool {
