@@ -160,10 +160,53 @@ pub fn apply_table_updates(
     updates: Vec<TableUpdate>,
 ) -> CatalogResult<TableMetadata> {
     let mut builder = base.into_builder(Some(current_metadata_location.to_string()));
+    check_schemas(&updates)?;
+    let added = added_snapshots(&updates);
     for update in updates {
         builder = update.apply(builder)?;
     }
-    Ok(builder.build()?.metadata)
+    let metadata = builder.build()?.metadata;
+    check_history(&metadata, &added)?;
+    Ok(metadata)
+}
+
+/// The schemas `updates` add, as [`super::schemas::check`] wants them.
+fn check_schemas(updates: &[TableUpdate]) -> CatalogResult<()> {
+    (updates.iter()).try_for_each(|update| match update {
+        TableUpdate::AddSchema { schema } => super::schemas::check(schema),
+        _ => Ok(()),
+    })
+}
+
+/// The ids of the snapshots `updates` add.
+fn added_snapshots(updates: &[TableUpdate]) -> Vec<i64> {
+    (updates.iter())
+        .filter_map(|update| match update {
+            TableUpdate::AddSnapshot { snapshot } => Some(snapshot.snapshot_id()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Refuses a commit whose added snapshots' history loops (a snapshot its own parent, or
+/// the parent of an older snapshot whose parent had expired). iceberg-rust and Java store
+/// such a history; every walk over it (an incremental scan's range) would never end.
+fn check_history(metadata: &TableMetadata, added: &[i64]) -> CatalogResult<()> {
+    let most = metadata.snapshots().len();
+    for &id in added {
+        let mut at = metadata.snapshot_by_id(id);
+        let mut steps = 0;
+        while let Some(snapshot) = at {
+            if steps > most {
+                return Err(CatalogError::bad_request(format!(
+                    "Snapshot {id} would be its own ancestor: its parent-snapshot-id loops back to it"
+                )));
+            }
+            steps += 1;
+            at = (snapshot.parent_snapshot_id()).and_then(|parent| metadata.snapshot_by_id(parent));
+        }
+    }
+    Ok(())
 }
 
 /// Builds the first metadata of a table from the updates of a create transaction
@@ -198,6 +241,8 @@ pub fn table_metadata_from_updates(
     let schema = schema.ok_or_else(|| {
         CatalogError::bad_request("Cannot create a table without an add-schema update")
     })?;
+    super::schemas::check(&schema)?;
+    check_schemas(&rest)?;
     let location = match location {
         Some(l) => l,
         None => default_location()?,
@@ -210,10 +255,13 @@ pub fn table_metadata_from_updates(
         format_version.unwrap_or(FormatVersion::V2),
         HashMap::new(),
     )?;
+    let added = added_snapshots(&rest);
     for update in rest {
         builder = update.apply(builder)?;
     }
-    Ok(builder.build()?.metadata)
+    let metadata = builder.build()?.metadata;
+    check_history(&metadata, &added)?;
+    Ok(metadata)
 }
 
 /// Requirements of a view commit; the REST spec defines only `assert-view-uuid`.
@@ -262,7 +310,10 @@ fn apply_view_update(
         ViewUpdate::UpgradeFormatVersion { format_version } => {
             builder.upgrade_format_version(format_version)?
         }
-        ViewUpdate::AddSchema { schema, .. } => builder.add_schema(schema),
+        ViewUpdate::AddSchema { schema, .. } => {
+            super::schemas::check(&schema)?;
+            builder.add_schema(schema)
+        }
         ViewUpdate::SetLocation { location } => builder.set_location(location),
         ViewUpdate::SetProperties { updates } => builder.set_properties(updates)?,
         ViewUpdate::RemoveProperties { removals } => builder.remove_properties(&removals),
@@ -616,6 +667,51 @@ mod tests {
     }
 
     /// Each update as a client sends it, and the privilege Polaris asks for.
+    /// An `add-snapshot` update of snapshot `id` whose parent is `parent`.
+    fn add_snapshot(id: i64, parent: Option<i64>, sequence: i64) -> TableUpdate {
+        let mut snapshot = serde_json::json!({
+            "snapshot-id": id, "sequence-number": sequence,
+            "timestamp-ms": chrono::Utc::now().timestamp_millis(),
+            "manifest-list": format!("file:///tmp/t/metadata/snap-{id}.avro"),
+            "summary": {"operation": "append"}, "schema-id": 0});
+        if let Some(parent) = parent {
+            snapshot["parent-snapshot-id"] = parent.into();
+        }
+        serde_json::from_value(serde_json::json!({"action": "add-snapshot", "snapshot": snapshot}))
+            .unwrap()
+    }
+
+    /// A snapshot that would be its own ancestor is refused, at creation and at commit,
+    /// and the base is untouched; a parent that is gone (expired) is still allowed.
+    #[test]
+    fn a_snapshot_history_that_loops_is_refused() {
+        let error = apply_table_updates(table(), "m0", vec![add_snapshot(7, Some(7), 1)])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("its own ancestor"), "{error}");
+        let create = vec![
+            TableUpdate::AddSchema { schema: schema() },
+            add_snapshot(7, Some(7), 1),
+        ];
+        let error = table_metadata_from_updates(create, || Ok("file:///tmp/t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("its own ancestor"), "{error}");
+        // 2's parent, 1, has expired; a new snapshot 1 whose parent is 2 would loop.
+        let base = apply_table_updates(table(), "m0", vec![add_snapshot(2, Some(1), 1)]).unwrap();
+        let error = apply_table_updates(base.clone(), "m1", vec![add_snapshot(1, Some(2), 2)])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("its own ancestor"), "{error}");
+        assert!(base.snapshot_by_id(1).is_none());
+        // A history that ends (at a missing parent, or none) is fine.
+        let next = apply_table_updates(base, "m1", vec![add_snapshot(3, Some(2), 2)]).unwrap();
+        assert_eq!(
+            next.snapshot_by_id(3).unwrap().parent_snapshot_id(),
+            Some(2)
+        );
+    }
+
     #[test]
     fn commits_need_the_privileges_of_their_updates() {
         use Privilege as P;

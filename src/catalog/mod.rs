@@ -47,6 +47,7 @@ pub mod pagination;
 mod parsed;
 pub mod policies;
 pub mod scan;
+pub mod schemas;
 pub use parsed::set_self_check;
 pub mod security;
 pub mod tables;

@@ -185,6 +185,7 @@ impl Catalog {
         };
         let canonical = check_allowed(&record, &location)?;
         let (format_version, properties) = format_version_and_properties(request.properties)?;
+        super::schemas::check(&request.schema)?;
         let built = TableMetadataBuilder::new(
             request.schema,
             request

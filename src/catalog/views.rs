@@ -94,6 +94,7 @@ impl Catalog {
             None => default_location(&record, &namespace_properties, &ident),
         };
         let canonical = check_allowed(&record, &location)?;
+        super::schemas::check(&request.schema)?;
         let built = ViewMetadataBuilder::new(
             location.clone(),
             request.schema,

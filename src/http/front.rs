@@ -6,13 +6,15 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 use tower_service::Service;
 
 use super::context::RequestId;
@@ -103,7 +105,12 @@ where
     let logged = super::access_log::enabled()
         .then(|| (request.method().clone(), request.uri().path().to_string()));
     let mut response = match super::auth::authenticate(state, &mut request).await {
-        Ok(()) => inner(request).await,
+        // A panic in a route (a bug, here or in a library) is answered as an internal
+        // error, logged, instead of dropping the connection with no answer.
+        Ok(()) => match AssertUnwindSafe(inner(request)).catch_unwind().await {
+            Ok(response) => response,
+            Err(panic) => panicked(&panic, &id),
+        },
         Err(refused) => refused,
     };
     if let Ok(value) = HeaderValue::from_str(&id.0) {
@@ -126,6 +133,19 @@ where
         });
     }
     response
+}
+
+/// The 500 for a route that panicked, with the panic's message in the log (under an
+/// error id, as every internal error) and not in the answer.
+fn panicked(panic: &(dyn std::any::Any + Send), id: &RequestId) -> Response {
+    let message = (panic.downcast_ref::<&str>().copied())
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)");
+    let error = crate::catalog::error::CatalogError::internal(anyhow::anyhow!(
+        "request {} panicked: {message}",
+        id.0
+    ));
+    super::error::ApiError::from(error).into_response()
 }
 
 /// Named once: `HeaderMap::get` and `insert` with a `&str` parse and validate the name

@@ -68,8 +68,14 @@ fn local_path(location: &str) -> StorageResult<PathBuf> {
 /// the system's open-file limit (`EMFILE`, `ENFILE`: many connections at once, or a
 /// low `ulimit -n`), and memory. None is a fault of the request nor a bug, and a new
 /// file's failed write changed nothing (its partial file is removed, no pointer names
-/// it). Everything else stays an internal error (500).
+/// it). A location the file system cannot hold is the request's (400): a name too long
+/// (`ENAMETOOLONG`), a file where the location needs a directory (`ENOTDIR`), or a
+/// directory where it names a file (`EISDIR`). Everything else stays an internal error
+/// (500).
 fn io_error(error: std::io::Error, what: impl std::fmt::Display) -> StorageError {
+    if let Some(libc::ENAMETOOLONG | libc::ENOTDIR | libc::EISDIR) = error.raw_os_error() {
+        return StorageError::InvalidLocation(format!("{what}: {error}"));
+    }
     let exhausted = match error.kind() {
         ErrorKind::StorageFull | ErrorKind::QuotaExceeded => Some("the disk is full"),
         ErrorKind::OutOfMemory => Some("the server is out of memory"),
@@ -394,6 +400,27 @@ mod tests {
         assert!(matches!(io_error(other, "writing"), StorageError::Io(_)));
     }
 
+    /// A location the file system cannot hold is the request's: the kernel's own errors,
+    /// from real calls, become `InvalidLocation` (400) naming what was done.
+    #[test]
+    fn locations_the_file_system_cannot_hold_are_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        fs::write(&file, b"{}").unwrap();
+        for error in [
+            fs::write(dir.path().join("a".repeat(300)), b"{}").unwrap_err(),
+            fs::write(file.join("below-a-file.json"), b"{}").unwrap_err(),
+            fs::read(dir.path()).unwrap_err(),
+        ] {
+            match io_error(error, "reading or writing") {
+                StorageError::InvalidLocation(message) => {
+                    assert!(message.starts_with("reading or writing: "), "{message}")
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
     /// The open-file limits and memory are resources too: 503 with the reason, like a
     /// full disk. The errors are the kernel's own codes, as a failed `open` returns them
     /// (lowering the limit for real would starve every other test in this process).
@@ -482,7 +509,11 @@ mod tests {
             std::fs::write(root.join("a/c"), b"").unwrap();
             let blocked = format!("file://{}/a/c/00001.json", root.display());
             let refused = files.write_new(&blocked, b"{}").await;
-            assert!(matches!(refused, Err(StorageError::Io(_))), "{refused:?}");
+            // Not a name taken (409): a location the file system cannot hold (400).
+            assert!(
+                matches!(refused, Err(StorageError::InvalidLocation(_))),
+                "{refused:?}"
+            );
         }
     }
 

@@ -601,6 +601,83 @@ async fn locations_with_dot_segments_are_a_400() {
     assert!(s.files.list(&format!("{parent}/escape")).await.is_empty());
 }
 
+/// Inputs that iceberg-rust or the file system cannot take, found in review: each was a
+/// 500, a dropped connection, or a table that failed every later commit; each is now a
+/// 400 that changes nothing.
+#[tokio::test]
+async fn inputs_the_libraries_or_the_disk_cannot_take_are_a_400() {
+    let (s, before) = populated().await;
+    let field = |ty: Value, extra: Value| {
+        let mut f = json!({ "id": 1, "name": "f", "required": false, "type": ty });
+        f.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({ "type": "struct", "schema-id": 0, "fields": [f] })
+    };
+    // 40 lists inside one another: past the 32 types a schema may nest.
+    let mut deep = json!("int");
+    for i in 0..40 {
+        deep = json!({ "type": "list", "element-id": 100 + i, "element-required": false, "element": deep });
+    }
+    let schemas = [
+        ("a deep schema", field(deep, json!({}))),
+        (
+            "a date default past a calendar",
+            field(json!("date"), json!({ "initial-default": 2147483647 })),
+        ),
+        (
+            "a timestamptz default before 1970 with a fraction",
+            field(
+                json!("timestamptz"),
+                json!({ "write-default": "1969-12-31T23:59:59.5+00:00" }),
+            ),
+        ),
+    ];
+    for (what, schema) in &schemas {
+        let r = s
+            .create_table_with(&["db"], json!({ "name": "x", "schema": schema }))
+            .await;
+        assert!(
+            r.body.contains("Schema is nested too deeply") || r.body.contains("cannot be kept"),
+            "{what}: {}",
+            r.body
+        );
+        r.error(400, "BadRequestException");
+        s.commit(
+            &["db"],
+            "t",
+            json!({ "updates": [{ "action": "add-schema", "schema": schema }] }),
+        )
+        .await
+        .error(400, "BadRequestException");
+    }
+    // A name longer than the file system holds, under the catalog's own location.
+    let long = format!("{}/db/{}", s.warehouse(), "n".repeat(300));
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "x", "schema": schema(), "location": long }),
+    )
+    .await
+    .error(400, "BadRequestException");
+    // A snapshot that is its own parent: every walk of its history would never end.
+    let snapshot = json!({
+        "snapshot-id": 7, "parent-snapshot-id": 7, "sequence-number": 1,
+        "timestamp-ms": now_ms(), "summary": { "operation": "append" }, "schema-id": 0,
+        "manifest-list": format!("{}/db/t/metadata/snap-7.avro", s.warehouse()),
+    });
+    let r = s
+        .commit(
+            &["db"],
+            "t",
+            json!({ "updates": [{ "action": "add-snapshot", "snapshot": snapshot }] }),
+        )
+        .await;
+    assert!(r.body.contains("its own ancestor"), "{}", r.body);
+    r.error(400, "BadRequestException");
+    s.assert_unchanged(&before, "inputs the libraries cannot take")
+        .await;
+}
+
 #[tokio::test]
 async fn a_table_location_inside_another_tables_is_a_400() {
     let (s, _) = populated().await;

@@ -27,9 +27,54 @@ fn content(kind: DataContentType) -> &'static str {
 /// A datum in the spec's single-value JSON form.
 fn datum_json(datum: &Datum) -> Value {
     let ty = Type::Primitive(datum.data_type().clone());
-    Literal::Primitive(datum.literal().clone())
-        .try_into_json(&ty)
-        .unwrap_or(Value::Null)
+    value_json(&Literal::Primitive(datum.literal().clone()), &ty).unwrap_or(Value::Null)
+}
+
+/// A value in the spec's single-value JSON form (`None`: it has none, e.g. a date past
+/// what a calendar holds). Temporal values are written here: iceberg-rust's conversion
+/// panics on an instant before 1970 with a fraction of a second (its `timestamptz`
+/// forms), on a time outside a day and on a date or instant past a calendar's range,
+/// all of which other engines' files may hold. The same text as iceberg-rust's otherwise.
+pub(super) fn value_json(literal: &Literal, ty: &Type) -> Option<Value> {
+    use chrono::DateTime;
+    use iceberg::spec::{PrimitiveLiteral as L, PrimitiveType as T};
+    const DATETIME: &str = "%Y-%m-%dT%H:%M:%S%.f";
+    const DATETIME_UTC: &str = "%Y-%m-%dT%H:%M:%S%.f+00:00";
+    let (Type::Primitive(primitive), Literal::Primitive(value)) = (ty, literal) else {
+        return literal.clone().try_into_json(ty).ok();
+    };
+    let text = match (primitive, value) {
+        (T::Date, L::Int(days)) => chrono::TimeDelta::try_days(i64::from(*days))
+            .and_then(|delta| DateTime::UNIX_EPOCH.checked_add_signed(delta))
+            .map(|at| at.date_naive().to_string()),
+        (T::Time, L::Long(micros)) => (0..86_400_000_000)
+            .contains(micros)
+            .then(|| {
+                chrono::NaiveTime::from_num_seconds_from_midnight_opt(
+                    (micros / 1_000_000) as u32,
+                    (micros % 1_000_000) as u32 * 1_000,
+                )
+            })
+            .flatten()
+            .map(|time| time.to_string()),
+        (T::Timestamp, L::Long(micros)) => DateTime::from_timestamp_micros(*micros)
+            .map(|at| at.naive_utc().format(DATETIME).to_string()),
+        (T::Timestamptz, L::Long(micros)) => {
+            DateTime::from_timestamp_micros(*micros).map(|at| at.format(DATETIME_UTC).to_string())
+        }
+        (T::TimestampNs, L::Long(nanos)) => Some(
+            (DateTime::from_timestamp_nanos(*nanos).naive_utc())
+                .format(DATETIME)
+                .to_string(),
+        ),
+        (T::TimestamptzNs, L::Long(nanos)) => Some(
+            DateTime::from_timestamp_nanos(*nanos)
+                .format(DATETIME_UTC)
+                .to_string(),
+        ),
+        _ => return literal.clone().try_into_json(ty).ok(),
+    };
+    text.map(Value::String)
 }
 
 /// `{"keys": [...], "values": [...]}` over the kept field ids, keys ascending.
@@ -54,10 +99,7 @@ pub fn content_file(
         .iter()
         .zip(partition_type.fields())
         .map(|(value, field)| match value {
-            Some(literal) => literal
-                .clone()
-                .try_into_json(&field.field_type)
-                .unwrap_or(Value::Null),
+            Some(literal) => value_json(literal, &field.field_type).unwrap_or(Value::Null),
             None => Value::Null,
         })
         .collect();
@@ -142,6 +184,44 @@ mod tests {
         DataFileBuilder, DataFileFormat, NestedField, PrimitiveLiteral, PrimitiveType, Struct,
     };
     use std::sync::Arc;
+
+    /// Temporal values as iceberg-rust writes them where it can, and where it would panic
+    /// (before 1970 with a fraction of a second, past a calendar) written or left out.
+    #[test]
+    fn temporal_values_are_written_where_iceberg_rust_would_panic() {
+        let long = |n| Literal::Primitive(PrimitiveLiteral::Long(n));
+        let int = |n| Literal::Primitive(PrimitiveLiteral::Int(n));
+        let ty = |t| Type::Primitive(t);
+        // The same text as iceberg-rust's for the values it handles.
+        for (value, t) in [
+            (long(1_500_000), PrimitiveType::Timestamp),
+            (long(1_500_000), PrimitiveType::Timestamptz),
+            (long(1_700_000_000_123_456), PrimitiveType::Timestamptz),
+            (long(-2_000_000), PrimitiveType::Timestamptz),
+            (long(1_500_000_123), PrimitiveType::TimestampNs),
+            (long(3_600_000_001), PrimitiveType::Time),
+            (int(-1), PrimitiveType::Date),
+            (int(19_753), PrimitiveType::Date),
+        ] {
+            let theirs = value.clone().try_into_json(&ty(t.clone())).unwrap();
+            assert_eq!(value_json(&value, &ty(t)), Some(theirs));
+        }
+        // Where iceberg-rust's conversion panics.
+        assert_eq!(
+            value_json(&long(-500_000), &ty(PrimitiveType::Timestamptz)),
+            Some(Value::from("1969-12-31T23:59:59.500+00:00"))
+        );
+        assert_eq!(
+            value_json(&long(-1), &ty(PrimitiveType::TimestamptzNs)),
+            Some(Value::from("1969-12-31T23:59:59.999999999+00:00"))
+        );
+        assert_eq!(value_json(&int(i32::MAX), &ty(PrimitiveType::Date)), None);
+        assert_eq!(
+            value_json(&long(i64::MAX), &ty(PrimitiveType::Timestamp)),
+            None
+        );
+        assert_eq!(value_json(&long(-1), &ty(PrimitiveType::Time)), None);
+    }
 
     #[test]
     fn a_data_file_in_the_specs_words() {

@@ -269,7 +269,14 @@ pub(super) fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> 
         }
         PrimitiveType::Date => match value {
             Value::String(s) => Datum::date_from_str(s).map_err(bad)?,
-            _ => Datum::date(i32::try_from(int()?).map_err(|_| wrong())?),
+            // Days as a calendar can hold them (iceberg-rust's projections turn them
+            // into dates and panic past that, about ±262,000 years).
+            _ => Datum::date(
+                i32::try_from(int()?)
+                    .ok()
+                    .filter(|&days| date_in_range(days))
+                    .ok_or_else(wrong)?,
+            ),
         },
         PrimitiveType::Time => match value {
             Value::String(s) => Datum::time_from_str(s).map_err(bad)?,
@@ -277,11 +284,11 @@ pub(super) fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> 
         },
         PrimitiveType::Timestamp => match value {
             Value::String(s) => Datum::timestamp_from_str(s).map_err(bad)?,
-            _ => Datum::timestamp_micros(int()?),
+            _ => Datum::timestamp_micros(micros_in_range(int()?).ok_or_else(wrong)?),
         },
         PrimitiveType::Timestamptz => match value {
             Value::String(s) => Datum::timestamptz_from_str(s).map_err(bad)?,
-            _ => Datum::timestamptz_micros(int()?),
+            _ => Datum::timestamptz_micros(micros_in_range(int()?).ok_or_else(wrong)?),
         },
         PrimitiveType::TimestampNs => Datum::timestamp_nanos(int()?),
         PrimitiveType::TimestamptzNs => Datum::timestamptz_nanos(int()?),
@@ -290,6 +297,18 @@ pub(super) fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> 
         PrimitiveType::Fixed(_) => Datum::fixed(hex()?),
         PrimitiveType::Binary => Datum::binary(hex()?),
     })
+}
+
+/// Whether `days` from 1970-01-01 is a date a calendar holds.
+pub fn date_in_range(days: i32) -> bool {
+    chrono::TimeDelta::try_days(i64::from(days))
+        .and_then(|delta| chrono::DateTime::UNIX_EPOCH.checked_add_signed(delta))
+        .is_some()
+}
+
+/// `micros` from the epoch, if it is an instant a calendar holds.
+fn micros_in_range(micros: i64) -> Option<i64> {
+    chrono::DateTime::from_timestamp_micros(micros).map(|_| micros)
 }
 
 #[cfg(test)]
@@ -424,6 +443,25 @@ mod tests {
         // Not sliced mid-character: refused.
         assert!(datum(&json!("aéb"), &PrimitiveType::Binary).is_err());
         assert!(datum(&json!("0G"), &PrimitiveType::Binary).is_err());
+    }
+
+    /// Dates and instants past what a calendar holds are refused, not handed to the
+    /// projections that would panic on them; the edges of the range still parse.
+    #[test]
+    fn temporal_literals_past_a_calendar_are_refused() {
+        for days in [i32::MAX, i32::MIN] {
+            let error = datum(&json!(days), &PrimitiveType::Date).unwrap_err();
+            assert!(error.contains("not a valid date"), "{error}");
+        }
+        assert_eq!(
+            datum(&json!(-1), &PrimitiveType::Date).unwrap(),
+            Datum::date(-1)
+        );
+        for ty in [PrimitiveType::Timestamp, PrimitiveType::Timestamptz] {
+            assert!(datum(&json!(i64::MAX), &ty).is_err());
+            assert!(datum(&json!(i64::MIN), &ty).is_err());
+            assert!(datum(&json!(-1_500_000), &ty).is_ok());
+        }
     }
 
     #[test]

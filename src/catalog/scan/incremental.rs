@@ -39,7 +39,18 @@ pub fn range(
         return Ok(snapshots);
     }
     let mut at = Some(end.clone());
+    // A history is no longer than the table's snapshots: past that, a parent loops back
+    // (a table whose metadata was written elsewhere and registered or notified may say
+    // so), and the walk would never end.
+    let most = metadata.snapshots().len();
     while let Some(snapshot) = at {
+        if snapshots.len() >= most {
+            return Err(CatalogError::bad_request(format!(
+                "The history of snapshot {} loops: snapshot {} is its own ancestor",
+                end.snapshot_id(),
+                snapshot.snapshot_id()
+            )));
+        }
         let parent = snapshot.parent_snapshot_id();
         snapshots.push(snapshot);
         if parent.is_some() && parent == start {
@@ -179,6 +190,23 @@ mod tests {
             .iter()
             .map(|s| s.snapshot_id())
             .collect())
+    }
+
+    /// A history that loops (a snapshot its own parent, or two each other's) is refused,
+    /// not walked for ever.
+    #[test]
+    fn a_history_that_loops_is_refused() {
+        for snapshots in [
+            &[(4, Some(4))][..],
+            &[(3, Some(4)), (4, Some(3))],
+            &[(1, None), (3, Some(4)), (4, Some(3))],
+        ] {
+            let t = table(snapshots);
+            for start in [None, Some(1)] {
+                let error = ids(&t, start, 4).unwrap_err().to_string();
+                assert!(error.contains("loops"), "{snapshots:?}: {error}");
+            }
+        }
     }
 
     #[test]

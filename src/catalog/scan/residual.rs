@@ -27,6 +27,7 @@ use iceberg::spec::{
 };
 use serde_json::{json, Value};
 
+use super::encode::value_json;
 use super::filter::{self, datum};
 
 /// What is left of a filter for one file.
@@ -124,10 +125,7 @@ impl Narrower {
                     None => Some(None),
                     // Through the spec's single-value JSON, which `datum` reads as a
                     // filter's literal.
-                    Some(literal) => literal
-                        .clone()
-                        .try_into_json(&Type::Primitive(ty.clone()))
-                        .ok()
+                    Some(literal) => value_json(literal, &Type::Primitive(ty.clone()))
                         .and_then(|json| datum(&json, ty).ok())
                         .map(Some),
                 }

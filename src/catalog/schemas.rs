@@ -1,0 +1,188 @@
+//! What a schema must be for Floe to keep it, beyond what iceberg-rust checks: checked on
+//! every schema a table or view is created with or given (`add-schema`), so that a
+//! refused one is a 400 that changes nothing.
+//!
+//! - **Nesting** at most [`MAX_TYPE_DEPTH`] types deep. A stored document is read back
+//!   with serde_json's recursion limit (128 levels), and each struct level of a schema is
+//!   three JSON levels (`fields`, the field, its `type`); a request at the limit would be
+//!   kept and then fail every later read that parses it.
+//! - **Defaults** (`initial-default`, `write-default`) that iceberg-rust can write back:
+//!   its conversion of a temporal value to text panics on a date or instant past what a
+//!   calendar holds, a time outside a day, and a `timestamptz` before 1970 with a fraction
+//!   of a second (its arithmetic there is wrong; the last is a valid value that Floe has
+//!   to refuse until iceberg-rust is fixed).
+//!
+//! Pure.
+
+use iceberg::spec::{Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, Type};
+
+use super::error::{CatalogError, CatalogResult};
+
+/// The deepest nesting of types a schema may have (a struct, list or map inside another
+/// is one level more). Real schemas stay far below it.
+pub const MAX_TYPE_DEPTH: usize = 32;
+
+/// Checks `schema` as the module says.
+pub fn check(schema: &Schema) -> CatalogResult<()> {
+    for field in schema.as_struct().fields() {
+        check_field(field, 1)?;
+    }
+    Ok(())
+}
+
+/// `depth`: how many types deep `field` lies (1 for a top-level field).
+fn check_field(field: &NestedField, depth: usize) -> CatalogResult<()> {
+    if depth > MAX_TYPE_DEPTH {
+        return Err(CatalogError::bad_request(format!(
+            "Schema is nested too deeply: field {} lies {depth} types deep, more than the {MAX_TYPE_DEPTH} this catalog keeps",
+            field.name
+        )));
+    }
+    for (kind, default) in [
+        ("initial-default", &field.initial_default),
+        ("write-default", &field.write_default),
+    ] {
+        if let (Some(literal), Type::Primitive(ty)) = (default, field.field_type.as_ref()) {
+            if let Some(why) = unwritable(literal, ty) {
+                return Err(CatalogError::bad_request(format!(
+                    "The {kind} of field {} cannot be kept: {why}",
+                    field.name
+                )));
+            }
+        }
+    }
+    match field.field_type.as_ref() {
+        Type::Primitive(_) => Ok(()),
+        Type::Struct(inner) => (inner.fields().iter()).try_for_each(|f| check_field(f, depth + 1)),
+        Type::List(list) => check_field(&list.element_field, depth + 1),
+        Type::Map(map) => {
+            check_field(&map.key_field, depth + 1)?;
+            check_field(&map.value_field, depth + 1)
+        }
+    }
+}
+
+/// Why iceberg-rust could not write `literal` of type `ty` back as text, if it could not.
+fn unwritable(literal: &Literal, ty: &PrimitiveType) -> Option<&'static str> {
+    const MICROS: i64 = 1_000_000;
+    const NANOS: i64 = 1_000_000_000;
+    let Literal::Primitive(value) = literal else {
+        return None;
+    };
+    let calendar = "it is past the dates a calendar holds";
+    let fraction = "a timestamptz before 1970 with a fraction of a second";
+    match (ty, value) {
+        (PrimitiveType::Date, PrimitiveLiteral::Int(days)) => {
+            (!super::scan::filter::date_in_range(*days)).then_some(calendar)
+        }
+        (PrimitiveType::Time, PrimitiveLiteral::Long(micros)) => {
+            (!(0..86_400 * MICROS).contains(micros)).then_some("a time must lie within a day")
+        }
+        (PrimitiveType::Timestamp, PrimitiveLiteral::Long(micros)) => {
+            chrono::DateTime::from_timestamp_micros(*micros)
+                .is_none()
+                .then_some(calendar)
+        }
+        (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(micros)) => {
+            if chrono::DateTime::from_timestamp_micros(*micros).is_none() {
+                Some(calendar)
+            } else {
+                (*micros < 0 && micros % MICROS != 0).then_some(fraction)
+            }
+        }
+        (PrimitiveType::TimestamptzNs, PrimitiveLiteral::Long(nanos)) => {
+            (*nanos < 0 && nanos % NANOS != 0).then_some(fraction)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn schema(field: NestedField) -> Schema {
+        Schema::builder()
+            .with_fields(vec![Arc::new(field)])
+            .build()
+            .unwrap()
+    }
+
+    fn nested(levels: usize) -> Schema {
+        let mut ty = Type::Primitive(PrimitiveType::Int);
+        for i in 0..levels {
+            let element = NestedField::list_element(1000 + i as i32, ty, false);
+            ty = Type::List(iceberg::spec::ListType::new(Arc::new(element)));
+        }
+        schema(NestedField::optional(1, "deep", ty))
+    }
+
+    #[test]
+    fn schemas_nested_past_the_limit_are_refused() {
+        // The top-level field is one type deep, each list one more.
+        check(&nested(MAX_TYPE_DEPTH - 1)).unwrap();
+        let error = check(&nested(MAX_TYPE_DEPTH)).unwrap_err().to_string();
+        assert!(error.contains("nested too deeply"), "{error}");
+    }
+
+    #[test]
+    fn defaults_iceberg_rust_cannot_write_are_refused() {
+        let field = |ty, default: PrimitiveLiteral| {
+            schema(
+                NestedField::optional(1, "f", Type::Primitive(ty))
+                    .with_initial_default(Literal::Primitive(default)),
+            )
+        };
+        for (ty, value, why) in [
+            (
+                PrimitiveType::Date,
+                PrimitiveLiteral::Int(i32::MAX),
+                "calendar",
+            ),
+            (
+                PrimitiveType::Time,
+                PrimitiveLiteral::Long(-1),
+                "within a day",
+            ),
+            (
+                PrimitiveType::Timestamp,
+                PrimitiveLiteral::Long(i64::MAX),
+                "calendar",
+            ),
+            (
+                PrimitiveType::Timestamptz,
+                PrimitiveLiteral::Long(-500_000),
+                "fraction",
+            ),
+            (
+                PrimitiveType::TimestamptzNs,
+                PrimitiveLiteral::Long(-1),
+                "fraction",
+            ),
+        ] {
+            let error = check(&field(ty.clone(), value)).unwrap_err().to_string();
+            assert!(
+                error.contains(why) && error.contains("initial-default"),
+                "{ty}: {error}"
+            );
+        }
+        for (ty, value) in [
+            (PrimitiveType::Date, PrimitiveLiteral::Int(-1)),
+            (
+                PrimitiveType::Timestamptz,
+                PrimitiveLiteral::Long(-2_000_000),
+            ),
+            (
+                PrimitiveType::Timestamptz,
+                PrimitiveLiteral::Long(1_500_000),
+            ),
+            (PrimitiveType::Time, PrimitiveLiteral::Long(3_600_000_000)),
+        ] {
+            let schema = field(ty.clone(), value);
+            check(&schema).unwrap();
+            // And iceberg-rust writes it without a panic.
+            serde_json::to_string(&schema).unwrap();
+        }
+    }
+}
