@@ -651,14 +651,17 @@ async fn inputs_the_libraries_or_the_disk_cannot_take_are_a_400() {
         .await
         .error(400, "BadRequestException");
     }
-    // A name longer than the file system holds, under the catalog's own location.
-    let long = format!("{}/db/{}", s.warehouse(), "n".repeat(300));
-    s.create_table_with(
-        &["db"],
-        json!({ "name": "x", "schema": schema(), "location": long }),
-    )
-    .await
-    .error(400, "BadRequestException");
+    // A name longer than a local file system holds, under the catalog's own location
+    // (an object store takes keys of 1,024 bytes: the suite's run on S3 skips this).
+    if s.warehouse().starts_with("file:") {
+        let long = format!("{}/db/{}", s.warehouse(), "n".repeat(300));
+        s.create_table_with(
+            &["db"],
+            json!({ "name": "x", "schema": schema(), "location": long }),
+        )
+        .await
+        .error(400, "BadRequestException");
+    }
     // A snapshot that is its own parent: every walk of its history would never end.
     let snapshot = json!({
         "snapshot-id": 7, "parent-snapshot-id": 7, "sequence-number": 1,
