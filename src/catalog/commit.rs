@@ -666,7 +666,6 @@ mod tests {
         table_metadata_from_updates(updates, || Ok("file:///tmp/t".into())).unwrap()
     }
 
-    /// Each update as a client sends it, and the privilege Polaris asks for.
     /// An `add-snapshot` update of snapshot `id` whose parent is `parent`.
     fn add_snapshot(id: i64, parent: Option<i64>, sequence: i64) -> TableUpdate {
         let mut snapshot = serde_json::json!({
@@ -712,6 +711,7 @@ mod tests {
         );
     }
 
+    /// Each update as a client sends it, and the privilege Polaris asks for.
     #[test]
     fn commits_need_the_privileges_of_their_updates() {
         use Privilege as P;
