@@ -109,7 +109,7 @@ where
         // error, logged, instead of dropping the connection with no answer.
         Ok(()) => match AssertUnwindSafe(inner(request)).catch_unwind().await {
             Ok(response) => response,
-            Err(panic) => panicked(&panic, &id),
+            Err(panic) => panicked(&*panic, &id),
         },
         Err(refused) => refused,
     };
@@ -165,5 +165,33 @@ fn method_label(method: &axum::http::Method) -> &'static str {
         M::PATCH => "PATCH",
         M::OPTIONS => "OPTIONS",
         _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic's answer is the spec's 500 body with an error id, and the panic's message
+    /// (which may hold anything) stays in the log.
+    #[tokio::test]
+    async fn a_panic_is_answered_as_an_internal_error() {
+        let id = RequestId::from_header(None);
+        for payload in [
+            std::panic::catch_unwind(|| panic!("secret {}", 42)).unwrap_err(),
+            std::panic::catch_unwind(|| panic!("secret")).unwrap_err(),
+        ] {
+            let response = panicked(&*payload, &id);
+            assert_eq!(response.status(), 500);
+            let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+                .await
+                .unwrap();
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["error"]["type"], "InternalServerError");
+            assert_eq!(body["error"]["code"], 500);
+            let message = body["error"]["message"].as_str().unwrap();
+            assert!(message.contains("error id"), "{message}");
+            assert!(!message.contains("secret"), "{message}");
+        }
     }
 }
