@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use iceberg::spec::{
-    FormatVersion, MetadataLog, SortOrder, TableMetadata, TableMetadataBuilder,
+    FormatVersion, MetadataLog, SnapshotRef, SortOrder, TableMetadata, TableMetadataBuilder,
     UnboundPartitionSpec, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder,
 };
 use iceberg::{TableRequirement, TableUpdate, ViewUpdate};
@@ -192,21 +192,39 @@ fn added_snapshots(updates: &[TableUpdate]) -> Vec<i64> {
 /// the parent of an older snapshot whose parent had expired). iceberg-rust and Java store
 /// such a history; every walk over it (an incremental scan's range) would never end.
 fn check_history(metadata: &TableMetadata, added: &[i64]) -> CatalogResult<()> {
-    let most = metadata.snapshots().len();
-    for &id in added {
-        let mut at = metadata.snapshot_by_id(id);
-        let mut steps = 0;
-        while let Some(snapshot) = at {
-            if steps > most {
-                return Err(CatalogError::bad_request(format!(
-                    "Snapshot {id} would be its own ancestor: its parent-snapshot-id loops back to it"
-                )));
-            }
-            steps += 1;
-            at = (snapshot.parent_snapshot_id()).and_then(|parent| metadata.snapshot_by_id(parent));
+    for snapshot in added.iter().filter_map(|&id| metadata.snapshot_by_id(id)) {
+        for step in ancestry(metadata, snapshot.clone()) {
+            step.map_err(|_| {
+                CatalogError::bad_request(format!(
+                    "Snapshot {} would be its own ancestor: its parent-snapshot-id loops back to it",
+                    snapshot.snapshot_id()
+                ))
+            })?;
         }
     }
     Ok(())
+}
+
+/// `from` and its ancestors, newest first, to the first whose parent is none or unknown
+/// (expired). A history is no longer than the table's snapshots: one that goes on past
+/// that loops back on itself, and the walk ends with `Err` (the snapshot reached again)
+/// instead of going on for ever.
+pub fn ancestry(
+    metadata: &TableMetadata,
+    from: SnapshotRef,
+) -> impl Iterator<Item = Result<SnapshotRef, i64>> + '_ {
+    let most = metadata.snapshots().len();
+    let mut at = Some(from);
+    let mut walked = 0;
+    std::iter::from_fn(move || {
+        let snapshot = at.take()?;
+        if walked == most {
+            return Some(Err(snapshot.snapshot_id()));
+        }
+        walked += 1;
+        at = (snapshot.parent_snapshot_id()).and_then(|id| metadata.snapshot_by_id(id).cloned());
+        Some(Ok(snapshot))
+    })
 }
 
 /// Builds the first metadata of a table from the updates of a create transaction

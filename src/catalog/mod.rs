@@ -51,6 +51,7 @@ pub mod schemas;
 pub use parsed::set_self_check;
 pub mod security;
 pub mod tables;
+pub mod temporal;
 pub mod views;
 
 use std::sync::Arc;

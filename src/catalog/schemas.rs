@@ -17,6 +17,7 @@
 use iceberg::spec::{Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, Type};
 
 use super::error::{CatalogError, CatalogResult};
+use super::temporal;
 
 /// The deepest nesting of types a schema may have (a struct, list or map inside another
 /// is one level more). Real schemas stay far below it.
@@ -73,18 +74,16 @@ fn unwritable(literal: &Literal, ty: &PrimitiveType) -> Option<&'static str> {
     let fraction = "a timestamptz before 1970 with a fraction of a second";
     match (ty, value) {
         (PrimitiveType::Date, PrimitiveLiteral::Int(days)) => {
-            (!super::scan::filter::date_in_range(*days)).then_some(calendar)
+            temporal::date(*days).is_none().then_some(calendar)
         }
         (PrimitiveType::Time, PrimitiveLiteral::Long(micros)) => {
-            (!(0..86_400 * MICROS).contains(micros)).then_some("a time must lie within a day")
+            (temporal::time(*micros).is_none()).then_some("a time must lie within a day")
         }
         (PrimitiveType::Timestamp, PrimitiveLiteral::Long(micros)) => {
-            chrono::DateTime::from_timestamp_micros(*micros)
-                .is_none()
-                .then_some(calendar)
+            temporal::instant(*micros).is_none().then_some(calendar)
         }
         (PrimitiveType::Timestamptz, PrimitiveLiteral::Long(micros)) => {
-            if chrono::DateTime::from_timestamp_micros(*micros).is_none() {
+            if temporal::instant(*micros).is_none() {
                 Some(calendar)
             } else {
                 (*micros < 0 && micros % MICROS != 0).then_some(fraction)

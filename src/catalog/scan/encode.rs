@@ -11,6 +11,8 @@ use std::collections::{HashMap, HashSet};
 use iceberg::spec::{DataContentType, DataFile, Datum, Literal, StructType, Type};
 use serde_json::{json, Map, Value};
 
+use crate::catalog::temporal;
+
 /// Upper-case hex, the spec's form of binary values.
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02X}")).collect()
@@ -44,23 +46,13 @@ pub(super) fn value_json(literal: &Literal, ty: &Type) -> Option<Value> {
         return literal.clone().try_into_json(ty).ok();
     };
     let text = match (primitive, value) {
-        (T::Date, L::Int(days)) => chrono::TimeDelta::try_days(i64::from(*days))
-            .and_then(|delta| DateTime::UNIX_EPOCH.checked_add_signed(delta))
-            .map(|at| at.date_naive().to_string()),
-        (T::Time, L::Long(micros)) => (0..86_400_000_000)
-            .contains(micros)
-            .then(|| {
-                chrono::NaiveTime::from_num_seconds_from_midnight_opt(
-                    (micros / 1_000_000) as u32,
-                    (micros % 1_000_000) as u32 * 1_000,
-                )
-            })
-            .flatten()
-            .map(|time| time.to_string()),
-        (T::Timestamp, L::Long(micros)) => DateTime::from_timestamp_micros(*micros)
-            .map(|at| at.naive_utc().format(DATETIME).to_string()),
+        (T::Date, L::Int(days)) => temporal::date(*days).map(|date| date.to_string()),
+        (T::Time, L::Long(micros)) => temporal::time(*micros).map(|time| time.to_string()),
+        (T::Timestamp, L::Long(micros)) => {
+            temporal::instant(*micros).map(|at| at.naive_utc().format(DATETIME).to_string())
+        }
         (T::Timestamptz, L::Long(micros)) => {
-            DateTime::from_timestamp_micros(*micros).map(|at| at.format(DATETIME_UTC).to_string())
+            temporal::instant(*micros).map(|at| at.format(DATETIME_UTC).to_string())
         }
         (T::TimestampNs, L::Long(nanos)) => Some(
             (DateTime::from_timestamp_nanos(*nanos).naive_utc())

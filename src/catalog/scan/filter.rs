@@ -24,6 +24,7 @@ use iceberg::spec::{Datum, PrimitiveType, Schema, Transform, Type};
 use serde_json::Value;
 
 use super::transformed::TransformTerm;
+use crate::catalog::temporal;
 
 /// Translates a REST filter into a predicate over `schema`'s columns.
 pub fn predicate(
@@ -274,7 +275,7 @@ pub(super) fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> 
             _ => Datum::date(
                 i32::try_from(int()?)
                     .ok()
-                    .filter(|&days| date_in_range(days))
+                    .filter(|&days| temporal::date(days).is_some())
                     .ok_or_else(wrong)?,
             ),
         },
@@ -284,11 +285,11 @@ pub(super) fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> 
         },
         PrimitiveType::Timestamp => match value {
             Value::String(s) => Datum::timestamp_from_str(s).map_err(bad)?,
-            _ => Datum::timestamp_micros(micros_in_range(int()?).ok_or_else(wrong)?),
+            _ => Datum::timestamp_micros(in_range(int()?).ok_or_else(wrong)?),
         },
         PrimitiveType::Timestamptz => match value {
             Value::String(s) => Datum::timestamptz_from_str(s).map_err(bad)?,
-            _ => Datum::timestamptz_micros(micros_in_range(int()?).ok_or_else(wrong)?),
+            _ => Datum::timestamptz_micros(in_range(int()?).ok_or_else(wrong)?),
         },
         PrimitiveType::TimestampNs => Datum::timestamp_nanos(int()?),
         PrimitiveType::TimestamptzNs => Datum::timestamptz_nanos(int()?),
@@ -299,16 +300,9 @@ pub(super) fn datum(value: &Value, ty: &PrimitiveType) -> Result<Datum, String> 
     })
 }
 
-/// Whether `days` from 1970-01-01 is a date a calendar holds.
-pub fn date_in_range(days: i32) -> bool {
-    chrono::TimeDelta::try_days(i64::from(days))
-        .and_then(|delta| chrono::DateTime::UNIX_EPOCH.checked_add_signed(delta))
-        .is_some()
-}
-
 /// `micros` from the epoch, if it is an instant a calendar holds.
-fn micros_in_range(micros: i64) -> Option<i64> {
-    chrono::DateTime::from_timestamp_micros(micros).map(|_| micros)
+fn in_range(micros: i64) -> Option<i64> {
+    temporal::instant(micros).map(|_| micros)
 }
 
 #[cfg(test)]

@@ -38,26 +38,20 @@ pub fn range(
     if start == Some(end.snapshot_id()) {
         return Ok(snapshots);
     }
-    let mut at = Some(end.clone());
-    // A history is no longer than the table's snapshots: past that, a parent loops back
-    // (a table whose metadata was written elsewhere and registered or notified may say
-    // so), and the walk would never end.
-    let most = metadata.snapshots().len();
-    while let Some(snapshot) = at {
-        if snapshots.len() >= most {
-            return Err(CatalogError::bad_request(format!(
-                "The history of snapshot {} loops: snapshot {} is its own ancestor",
-                end.snapshot_id(),
-                snapshot.snapshot_id()
-            )));
-        }
+    for snapshot in crate::catalog::commit::ancestry(metadata, end.clone()) {
+        // A table whose metadata was written elsewhere (registered, or notified) may have
+        // a history that loops.
+        let snapshot = snapshot.map_err(|again| {
+            CatalogError::bad_request(format!(
+                "The history of snapshot {} loops: snapshot {again} is its own ancestor",
+                end.snapshot_id()
+            ))
+        })?;
         let parent = snapshot.parent_snapshot_id();
         snapshots.push(snapshot);
         if parent.is_some() && parent == start {
             return Ok(snapshots);
         }
-        // An expired parent ends the walk, as it ends the table's known history.
-        at = parent.and_then(|id| metadata.snapshot_by_id(id).cloned());
     }
     match start {
         None => Ok(snapshots),
