@@ -849,10 +849,19 @@ mod tests {
         assert_eq!(counts.inline.load(Ordering::Relaxed), 0);
         // Each commit appends a few frames (the object's row, its index, the outbox):
         // a WAL never started over would hold well over a thousand.
+        // The pragma answers -1 while the checkpoint thread holds the checkpoint lock
+        // (its pass may still be running): ask again until it can look.
         let conn = open_connection(&path).unwrap();
-        let frames: i64 = conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
-            .unwrap();
+        let mut frames: i64 = -1;
+        for _ in 0..500 {
+            frames = conn
+                .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+                .unwrap();
+            if frames >= 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert!((0..300).contains(&frames), "{frames} frames in the WAL");
         // Read from the database: the last commit is there, whole.
         let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
