@@ -1,6 +1,7 @@
 //! What a schema must be for Floe to keep it, beyond what iceberg-rust checks: checked on
-//! every schema a table or view is created with or given (`add-schema`), so that a
-//! refused one is a 400 that changes nothing.
+//! every schema a table or view is created with, given (`add-schema`) or registered with
+//! (a register or a notification reads a file), so that a refused one is a 400 that
+//! changes nothing.
 //!
 //! - **Nesting** at most [`MAX_TYPE_DEPTH`] types deep. A stored document is read back
 //!   with serde_json's recursion limit (128 levels), and each struct level of a schema is

@@ -654,6 +654,11 @@ pub(super) fn table_registered(metadata_location: &str, bytes: &[u8]) -> Catalog
             "{metadata_location} is not valid table metadata: {e}"
         ))
     })?;
+    // Floe writes the document back, and later commits keep its schemas: each is checked
+    // as a request's would be.
+    metadata
+        .schemas_iter()
+        .try_for_each(|schema| super::schemas::check(schema))?;
     Ok(Registered {
         location: metadata.location().to_string(),
         metadata: metadata_json(&metadata)?,

@@ -280,6 +280,10 @@ impl Catalog {
                     "{metadata_location} is not valid view metadata: {e}"
                 ))
             })?;
+            // Kept as Floe writes it, its schemas are checked as a request's would be.
+            metadata
+                .schemas_iter()
+                .try_for_each(|schema| super::schemas::check(schema))?;
             Ok(Registered {
                 location: metadata.location().to_string(),
                 metadata: view_metadata_json(&metadata, None)?,

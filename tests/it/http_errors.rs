@@ -601,12 +601,8 @@ async fn locations_with_dot_segments_are_a_400() {
     assert!(s.files.list(&format!("{parent}/escape")).await.is_empty());
 }
 
-/// Inputs that iceberg-rust or the file system cannot take, found in review: each was a
-/// 500, a dropped connection, or a table that failed every later commit; each is now a
-/// 400 that changes nothing.
-#[tokio::test]
-async fn inputs_the_libraries_or_the_disk_cannot_take_are_a_400() {
-    let (s, before) = populated().await;
+/// Schemas Floe refuses to keep ([`floe::catalog::schemas`]), each with what it shows.
+fn unkeepable_schemas() -> [(&'static str, Value); 3] {
     let field = |ty: Value, extra: Value| {
         let mut f = json!({ "id": 1, "name": "f", "required": false, "type": ty });
         f.as_object_mut()
@@ -619,7 +615,7 @@ async fn inputs_the_libraries_or_the_disk_cannot_take_are_a_400() {
     for i in 0..40 {
         deep = json!({ "type": "list", "element-id": 100 + i, "element-required": false, "element": deep });
     }
-    let schemas = [
+    [
         ("a deep schema", field(deep, json!({}))),
         (
             "a date default past a calendar",
@@ -632,16 +628,26 @@ async fn inputs_the_libraries_or_the_disk_cannot_take_are_a_400() {
                 json!({ "write-default": "1969-12-31T23:59:59.5+00:00" }),
             ),
         ),
-    ];
+    ]
+}
+
+/// Whether `body` is Floe's refusal of a schema it cannot keep.
+fn refuses_the_schema(body: &str) -> bool {
+    body.contains("Schema is nested too deeply") || body.contains("cannot be kept")
+}
+
+/// Inputs that iceberg-rust or the file system cannot take, found in review: each was a
+/// 500, a dropped connection, or a table that failed every later commit; each is now a
+/// 400 that changes nothing.
+#[tokio::test]
+async fn inputs_the_libraries_or_the_disk_cannot_take_are_a_400() {
+    let (s, before) = populated().await;
+    let schemas = unkeepable_schemas();
     for (what, schema) in &schemas {
         let r = s
             .create_table_with(&["db"], json!({ "name": "x", "schema": schema }))
             .await;
-        assert!(
-            r.body.contains("Schema is nested too deeply") || r.body.contains("cannot be kept"),
-            "{what}: {}",
-            r.body
-        );
+        assert!(refuses_the_schema(&r.body), "{what}: {}", r.body);
         r.error(400, "BadRequestException");
         s.commit(
             &["db"],
@@ -678,6 +684,49 @@ async fn inputs_the_libraries_or_the_disk_cannot_take_are_a_400() {
     assert!(r.body.contains("its own ancestor"), "{}", r.body);
     r.error(400, "BadRequestException");
     s.assert_unchanged(&before, "inputs the libraries cannot take")
+        .await;
+}
+
+/// A registered metadata file is kept as Floe writes it, so its schemas are checked as a
+/// request's are: a file holding one Floe cannot keep is a 400 (it was a 500, the panic
+/// of iceberg-rust's writing a default back, or a table that failed its later reads).
+#[tokio::test]
+async fn registering_a_file_with_a_schema_floe_cannot_keep_is_a_400() {
+    let (s, _) = populated().await;
+    let file_of = |loaded: Value| loaded["metadata-location"].as_str().unwrap().to_string();
+    let table_file = file_of(s.load_table(&["db"], "t").await);
+    let view_file = file_of(s.load_view(&["db"], "v").await);
+    let read = |doc: Vec<u8>| serde_json::from_slice::<Value>(&doc).unwrap();
+    let table_doc = read(s.files.read(&table_file).await);
+    let view_doc = read(s.files.read(&view_file).await);
+    let mut files = Vec::new();
+    for (n, (what, schema)) in unkeepable_schemas().into_iter().enumerate() {
+        let mut table = table_doc.clone();
+        table["schemas"] = json!([schema]);
+        table["current-schema-id"] = json!(0);
+        table["last-column-id"] = json!(200);
+        let mut view = view_doc.clone();
+        view["schemas"] = json!([schema]);
+        for (kind, doc) in [("register", table), ("register-view", view)] {
+            let file = format!("{}/db/{kind}-{n}.metadata.json", s.warehouse());
+            s.files
+                .write(&file, serde_json::to_vec(&doc).unwrap())
+                .await;
+            files.push((what, kind, file));
+        }
+    }
+    let before = s.state().await;
+    for (what, kind, file) in files {
+        let r = s
+            .post(
+                &format!("{}/{kind}", ns_url(&["db"])),
+                &json!({ "name": "r", "metadata-location": file }),
+            )
+            .await;
+        assert!(refuses_the_schema(&r.body), "{kind} {what}: {}", r.body);
+        r.error(400, "BadRequestException");
+    }
+    s.assert_unchanged(&before, "registering unkeepable schemas")
         .await;
 }
 
