@@ -137,6 +137,11 @@ impl Catalog {
 
     /// The catalog's record: looked up once per request, then passed along.
     pub async fn get_catalog(&self, name: &str) -> CatalogResult<CatalogRecord> {
+        // No catalog's name holds a control character (`validate_catalog_name`), and
+        // PostgreSQL refuses a NUL in any text it is given: such a name is missing.
+        if name.chars().any(char::is_control) {
+            return Err(catalog_missing(name));
+        }
         self.store
             .get_catalog(name)
             .await?

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use iceberg::spec::{
     FormatVersion, MetadataLog, SnapshotRef, SortOrder, TableMetadata, TableMetadataBuilder,
-    UnboundPartitionSpec, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder,
+    Transform, UnboundPartitionSpec, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder,
 };
 use iceberg::{TableRequirement, TableUpdate, ViewUpdate};
 use serde::ser::SerializeStruct;
@@ -161,13 +161,96 @@ pub fn apply_table_updates(
 ) -> CatalogResult<TableMetadata> {
     let mut builder = base.into_builder(Some(current_metadata_location.to_string()));
     check_schemas(&updates)?;
+    check_snapshot_times(&updates, chrono::Utc::now().timestamp_millis())?;
     let added = added_snapshots(&updates);
     for update in updates {
         builder = update.apply(builder)?;
     }
     let metadata = builder.build()?.metadata;
     check_history(&metadata, &added)?;
+    check_built(&metadata)?;
     Ok(metadata)
+}
+
+/// The clock skew between writers that iceberg-rust's and Java's readers of a metadata
+/// file tolerate in its logs (their `ONE_MINUTE`).
+const CLOCK_SKEW_MS: i64 = 60_000;
+
+/// Refuses snapshots timed more than [`CLOCK_SKEW_MS`] past this server's clock. An added
+/// snapshot's time becomes the table's `last-updated-ms`, which the next commit logs in
+/// its metadata log behind its own, the present: a reader refuses a log entry more than
+/// the skew past its file's `last-updated-ms`, so one writer with a fast clock would
+/// leave every later commit failing until that time came.
+fn check_snapshot_times(updates: &[TableUpdate], now_ms: i64) -> CatalogResult<()> {
+    for update in updates {
+        if let TableUpdate::AddSnapshot { snapshot } = update {
+            if snapshot.timestamp_ms() > now_ms.saturating_add(CLOCK_SKEW_MS) {
+                return Err(CatalogError::bad_request(format!(
+                    "Snapshot {} has timestamp-ms {}, more than a minute past this catalog's clock ({now_ms}): is the writer's clock right?",
+                    snapshot.snapshot_id(),
+                    snapshot.timestamp_ms()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What table metadata must be for Floe to keep it, beyond what iceberg-rust's builder
+/// checks: run on every document built or registered.
+pub fn check_built(metadata: &TableMetadata) -> CatalogResult<()> {
+    check_transforms(metadata)?;
+    check_metadata_log(metadata)
+}
+
+/// Refuses a bucket or truncate transform of width 0, which iceberg-rust parses and Java
+/// refuses: projecting a scan's filter through it divides by zero (a panic).
+fn check_transforms(metadata: &TableMetadata) -> CatalogResult<()> {
+    let zero =
+        |transform: &Transform| matches!(transform, Transform::Bucket(0) | Transform::Truncate(0));
+    let specs = (metadata.partition_specs_iter()).flat_map(|spec| {
+        spec.fields()
+            .iter()
+            .map(|field| (&field.name, &field.transform))
+    });
+    let orders = (metadata.sort_orders_iter()).flat_map(|order| {
+        order
+            .fields
+            .iter()
+            .map(|field| (&field.transform, field.source_id))
+    });
+    for (name, transform) in specs {
+        if zero(transform) {
+            return Err(CatalogError::bad_request(format!(
+                "Partition field {name} has transform {transform}: a bucket or truncate width must be at least 1"
+            )));
+        }
+    }
+    for (transform, source) in orders {
+        if zero(transform) {
+            return Err(CatalogError::bad_request(format!(
+                "A sort field of source {source} has transform {transform}: a bucket or truncate width must be at least 1"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses metadata whose last metadata-log entry lies more than [`CLOCK_SKEW_MS`] past
+/// its `last-updated-ms`: iceberg-rust and Java refuse to read it (iceberg-rust's builder
+/// adds that entry after its own checks). Only a table already so written reaches it:
+/// its commits fail, as they would in Java, until the clock passes the entry.
+fn check_metadata_log(metadata: &TableMetadata) -> CatalogResult<()> {
+    match metadata.metadata_log().last() {
+        Some(last) if metadata.last_updated_ms() < last.timestamp_ms - CLOCK_SKEW_MS => {
+            Err(CatalogError::bad_request(format!(
+                "Invalid update timestamp {}: before last metadata log entry at {} (the table's last update lies more than a minute ahead of this catalog's clock)",
+                metadata.last_updated_ms(),
+                last.timestamp_ms
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The schemas `updates` add, as [`super::schemas::check`] wants them.
@@ -261,6 +344,7 @@ pub fn table_metadata_from_updates(
     })?;
     super::schemas::check(&schema)?;
     check_schemas(&rest)?;
+    check_snapshot_times(&rest, chrono::Utc::now().timestamp_millis())?;
     let location = match location {
         Some(l) => l,
         None => default_location()?,
@@ -279,6 +363,7 @@ pub fn table_metadata_from_updates(
     }
     let metadata = builder.build()?.metadata;
     check_history(&metadata, &added)?;
+    check_built(&metadata)?;
     Ok(metadata)
 }
 
@@ -696,6 +781,66 @@ mod tests {
         }
         serde_json::from_value(serde_json::json!({"action": "add-snapshot", "snapshot": snapshot}))
             .unwrap()
+    }
+
+    /// A snapshot timed past the clock's skew is refused, and the commit after a snapshot
+    /// at the edge of it still writes metadata its readers accept.
+    #[test]
+    fn snapshots_from_a_fast_clock_are_refused_and_the_log_stays_readable() {
+        let at = |id: i64, ms: i64| {
+            let mut update = serde_json::to_value(add_snapshot(id, None, id)).unwrap();
+            update["snapshot"]["timestamp-ms"] = ms.into();
+            serde_json::from_value::<TableUpdate>(update).unwrap()
+        };
+        let now = chrono::Utc::now().timestamp_millis();
+        let error = apply_table_updates(table(), "m0", vec![at(1, now + 10 * CLOCK_SKEW_MS)])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("past this catalog's clock"), "{error}");
+        let error = check_snapshot_times(&[at(1, now + CLOCK_SKEW_MS + 1)], now).unwrap_err();
+        assert!(error.to_string().contains("timestamp-ms"));
+        check_snapshot_times(&[at(1, now + CLOCK_SKEW_MS)], now).unwrap();
+        // Within the skew: the next commit's log entry is accepted by iceberg-rust's reader.
+        let base =
+            apply_table_updates(table(), "m0", vec![at(1, now + CLOCK_SKEW_MS / 2)]).unwrap();
+        let next = apply_table_updates(base, "m1", Vec::new()).unwrap();
+        let text = serde_json::to_string(&next).unwrap();
+        serde_json::from_str::<TableMetadata>(&text).unwrap();
+        // A table whose last update lies ahead of the skew (written before this check, or
+        // registered): its commits are a 400, not a file its readers refuse.
+        let mut doc: serde_json::Value = serde_json::to_value(table()).unwrap();
+        doc["last-updated-ms"] = (now + 10 * CLOCK_SKEW_MS).into();
+        let ahead: TableMetadata = serde_json::from_value(doc).unwrap();
+        let error = apply_table_updates(ahead, "m1", Vec::new()).unwrap_err();
+        assert!(error.to_string().contains("metadata log entry"), "{error}");
+    }
+
+    /// Bucket and truncate transforms of width 0 are refused in a spec or a sort order, at
+    /// creation and at commit.
+    #[test]
+    fn transforms_of_width_zero_are_refused() {
+        for transform in ["bucket[0]", "truncate[0]"] {
+            let spec = serde_json::json!({"action": "add-spec", "spec": {"fields": [
+                {"source-id": 1, "field-id": 1000, "name": "p", "transform": transform}]}});
+            let order = serde_json::json!({"action": "add-sort-order", "sort-order": {
+                "order-id": 1, "fields": [{"source-id": 1, "transform": transform,
+                "direction": "asc", "null-order": "nulls-first"}]}});
+            for update in [spec, order] {
+                let update: TableUpdate = serde_json::from_value(update).unwrap();
+                let error = apply_table_updates(table(), "m0", vec![update.clone()])
+                    .unwrap_err()
+                    .to_string();
+                assert!(error.contains("at least 1"), "{transform}: {error}");
+                let create = vec![TableUpdate::AddSchema { schema: schema() }, update];
+                let error = table_metadata_from_updates(create, || Ok("file:///tmp/t".into()))
+                    .unwrap_err()
+                    .to_string();
+                assert!(error.contains("at least 1"), "{transform}: {error}");
+            }
+        }
+        let spec = serde_json::json!({"action": "add-spec", "spec": {"fields": [
+            {"source-id": 1, "field-id": 1000, "name": "p", "transform": "bucket[1]"}]}});
+        apply_table_updates(table(), "m0", vec![serde_json::from_value(spec).unwrap()]).unwrap();
     }
 
     /// A snapshot that would be its own ancestor is refused, at creation and at commit,

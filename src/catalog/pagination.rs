@@ -68,7 +68,13 @@ fn decode_token(token: &str) -> CatalogResult<String> {
         .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
         .collect::<Option<Vec<u8>>>()
         .ok_or_else(invalid)?;
-    String::from_utf8(bytes).map_err(|_| invalid())
+    // No name holds a NUL (names refuse control characters), and PostgreSQL refuses one
+    // in any text it is given.
+    let name = String::from_utf8(bytes).map_err(|_| invalid())?;
+    if name.contains('\0') {
+        return Err(invalid());
+    }
+    Ok(name)
 }
 
 #[cfg(test)]
@@ -82,6 +88,8 @@ mod tests {
         }
         assert!(decode_token("zz").is_err());
         assert!(decode_token("abc").is_err());
+        assert!(decode_token("00").is_err());
+        assert!(decode_token("610062").is_err());
         // Multi-byte characters in a token are refused, never sliced through.
         for bad in ["é", "éé", "aé", "éa", "€1", "+1", "-1"] {
             assert!(decode_token(bad).is_err(), "{bad}");

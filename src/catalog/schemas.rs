@@ -44,8 +44,8 @@ fn check_field(field: &NestedField, depth: usize) -> CatalogResult<()> {
         ("initial-default", &field.initial_default),
         ("write-default", &field.write_default),
     ] {
-        if let (Some(literal), Type::Primitive(ty)) = (default, field.field_type.as_ref()) {
-            if let Some(why) = unwritable(literal, ty) {
+        if let Some(literal) = default {
+            if let Some(why) = unwritable(literal, &field.field_type) {
                 return Err(CatalogError::bad_request(format!(
                     "The {kind} of field {} cannot be kept: {why}",
                     field.name
@@ -64,13 +64,32 @@ fn check_field(field: &NestedField, depth: usize) -> CatalogResult<()> {
     }
 }
 
-/// Why iceberg-rust could not write `literal` of type `ty` back as text, if it could not.
-fn unwritable(literal: &Literal, ty: &PrimitiveType) -> Option<&'static str> {
+/// Why iceberg-rust could not write `literal` of type `ty` back as text, if it could not:
+/// a struct's, list's or map's default holds values of its inner types, each written as
+/// one of those would be.
+fn unwritable(literal: &Literal, ty: &Type) -> Option<&'static str> {
+    match (literal, ty) {
+        (Literal::Primitive(value), Type::Primitive(ty)) => unwritable_primitive(value, ty),
+        (Literal::Struct(values), Type::Struct(fields)) => (values.iter())
+            .zip(fields.fields())
+            .find_map(|(value, field)| unwritable(value?, &field.field_type)),
+        (Literal::List(items), Type::List(list)) => (items.iter().flatten())
+            .find_map(|item| unwritable(item, &list.element_field.field_type)),
+        (Literal::Map(map), Type::Map(types)) => {
+            // A map lends its pairs only by value; defaults are small and rare.
+            map.clone().into_iter().find_map(|(key, value)| {
+                unwritable(&key, &types.key_field.field_type)
+                    .or_else(|| unwritable(value.as_ref()?, &types.value_field.field_type))
+            })
+        }
+        _ => None,
+    }
+}
+
+/// [`unwritable`] for a primitive value.
+fn unwritable_primitive(value: &PrimitiveLiteral, ty: &PrimitiveType) -> Option<&'static str> {
     const MICROS: i64 = 1_000_000;
     const NANOS: i64 = 1_000_000_000;
-    let Literal::Primitive(value) = literal else {
-        return None;
-    };
     let calendar = "it is past the dates a calendar holds";
     let fraction = "a timestamptz before 1970 with a fraction of a second";
     match (ty, value) {
@@ -124,6 +143,61 @@ mod tests {
         check(&nested(MAX_TYPE_DEPTH - 1)).unwrap();
         let error = check(&nested(MAX_TYPE_DEPTH)).unwrap_err().to_string();
         assert!(error.contains("nested too deeply"), "{error}");
+    }
+
+    #[test]
+    fn values_inside_a_nested_default_are_checked_as_their_types() {
+        use iceberg::spec::{ListType, MapType, StructType};
+        let date = |days| Some(Literal::Primitive(PrimitiveLiteral::Int(days)));
+        let date_type = || Type::Primitive(PrimitiveType::Date);
+        let list = Type::List(ListType::new(Arc::new(NestedField::list_element(
+            2,
+            date_type(),
+            false,
+        ))));
+        let strukt = Type::Struct(StructType::new(vec![Arc::new(NestedField::optional(
+            2,
+            "d",
+            date_type(),
+        ))]));
+        let map = Type::Map(MapType::new(
+            Arc::new(NestedField::map_key_element(2, date_type())),
+            Arc::new(NestedField::map_value_element(3, date_type(), false)),
+        ));
+        let key = |days| Literal::Primitive(PrimitiveLiteral::Int(days));
+        let map_of = |pairs: Vec<(Literal, Option<Literal>)>| {
+            Literal::Map(iceberg::spec::Map::from_iter(pairs))
+        };
+        let struct_of = |value| Literal::Struct(iceberg::spec::Struct::from_iter([value]));
+        let cases = [
+            (
+                list.clone(),
+                Literal::List(vec![date(1), None, date(i32::MAX)]),
+                false,
+            ),
+            (list, Literal::List(vec![date(1), None]), true),
+            (strukt.clone(), struct_of(date(i32::MAX)), false),
+            (strukt, struct_of(None), true),
+            (map.clone(), map_of(vec![(key(i32::MAX), date(1))]), false),
+            (map.clone(), map_of(vec![(key(1), date(i32::MAX))]), false),
+            (map, map_of(vec![(key(1), date(2)), (key(3), None)]), true),
+        ];
+        for (ty, default, keepable) in cases {
+            let schema = schema(
+                NestedField::optional(1, "f", ty.clone()).with_write_default(default.clone()),
+            );
+            match check(&schema) {
+                Ok(()) => {
+                    assert!(keepable, "{ty}: {default:?} was kept");
+                    // And iceberg-rust writes it without a panic.
+                    serde_json::to_string(&schema).unwrap();
+                }
+                Err(error) => {
+                    let error = error.to_string();
+                    assert!(!keepable && error.contains("calendar"), "{ty}: {error}");
+                }
+            }
+        }
     }
 
     #[test]

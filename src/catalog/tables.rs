@@ -197,6 +197,7 @@ impl Catalog {
             properties,
         )?
         .build()?;
+        super::commit::check_built(&built.metadata)?;
         let (metadata, changes) = (built.metadata, built.changes);
         let json = metadata_json(&metadata)?;
         let config = self.table_config_in(ctx, &record, &ident, &json).await?;
@@ -659,6 +660,7 @@ pub(super) fn table_registered(metadata_location: &str, bytes: &[u8]) -> Catalog
     metadata
         .schemas_iter()
         .try_for_each(|schema| super::schemas::check(schema))?;
+    super::commit::check_built(&metadata)?;
     Ok(Registered {
         location: metadata.location().to_string(),
         metadata: metadata_json(&metadata)?,

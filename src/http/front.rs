@@ -105,6 +105,13 @@ where
     let logged = super::access_log::enabled()
         .then(|| (request.method().clone(), request.uri().path().to_string()));
     let mut response = match super::auth::authenticate(state, &mut request).await {
+        // No name (catalog, namespace, table, principal, role) holds a control character,
+        // and PostgreSQL refuses a NUL in any text it is given: refused here, once, for
+        // every route, which would otherwise each have to check their segments.
+        Ok(()) if request.uri().path().contains("%00") => super::error::ApiError::bad_request(
+            "A request path must not hold a NUL character (%00): no name in a catalog has one",
+        )
+        .into_response(),
         // A panic in a route (a bug, here or in a library) is answered as an internal
         // error, logged, instead of dropping the connection with no answer.
         Ok(()) => match AssertUnwindSafe(inner(request)).catch_unwind().await {

@@ -426,6 +426,7 @@ async fn bad_page_sizes_and_tokens_are_a_400() {
         format!("{V1}/namespaces"),
         tables_url(&["db"]),
         views_url(&["db"]),
+        "/api/catalog/polaris/v1/default/namespaces/db/generic-tables".to_string(),
     ];
     for list in &lists {
         for query in [
@@ -437,6 +438,9 @@ async fn bad_page_sizes_and_tokens_are_a_400() {
             "pageToken=abc",
             "pageToken=ff",
             "pageToken=not-a-token&pageSize=2",
+            // A NUL, which no name holds and PostgreSQL refuses in text (it was a 500 there).
+            "pageToken=00",
+            "pageToken=640074",
         ] {
             s.get(&format!("{list}?{query}"))
                 .await
@@ -602,7 +606,7 @@ async fn locations_with_dot_segments_are_a_400() {
 }
 
 /// Schemas Floe refuses to keep ([`floe::catalog::schemas`]), each with what it shows.
-fn unkeepable_schemas() -> [(&'static str, Value); 3] {
+fn unkeepable_schemas() -> [(&'static str, Value); 4] {
     let field = |ty: Value, extra: Value| {
         let mut f = json!({ "id": 1, "name": "f", "required": false, "type": ty });
         f.as_object_mut()
@@ -620,6 +624,13 @@ fn unkeepable_schemas() -> [(&'static str, Value); 3] {
         (
             "a date default past a calendar",
             field(json!("date"), json!({ "initial-default": 2147483647 })),
+        ),
+        (
+            "a list's default holding a date past a calendar",
+            field(
+                json!({ "type": "list", "element-id": 2, "element-required": false, "element": "date" }),
+                json!({ "initial-default": [1, 2147483647] }),
+            ),
         ),
         (
             "a timestamptz default before 1970 with a fraction",
@@ -1145,6 +1156,21 @@ async fn unknown_catalog_prefixes_are_a_404() {
     ] {
         r.error_status(404);
     }
+    // A NUL in a path, which PostgreSQL refuses in text (a prefix's was a 500 there).
+    for path in [
+        "/v1/%00/namespaces",
+        "/v1/a%00/namespaces/db/tables/t",
+        "/v1/default/namespaces/db%00/tables",
+        "/api/management/v1/catalogs/%00",
+        "/api/management/v1/catalogs/%00/catalog-roles",
+        "/api/management/v1/principals/%00",
+    ] {
+        let r = s.get(path).await;
+        assert!(r.body.contains("NUL"), "{path}: {}", r.body);
+        r.error(400, "BadRequestException");
+    }
+    // And a warehouse named with one.
+    s.get("/v1/config?warehouse=%00").await.error_status(404);
     s.get(&format!("{p}/namespaces"))
         .await
         .error(404, "NotFoundException");

@@ -362,9 +362,11 @@ impl Catalog {
                 .filter(|(index, _)| in_scope(scope, *index))
                 .map(|(_, manifest)| manifest)
                 .collect();
+            // Manifests it cannot write back (their counts or sequence numbers out of
+            // range) are the table's files at fault: a 422, as an unreadable one is.
             let list = incremental::manifest_list(metadata, &snapshot, scoped)
                 .await
-                .map_err(CatalogError::internal)?;
+                .map_err(failed)?;
             files.substitute(snapshot.manifest_list(), list);
             (Some(appended.files), ManifestOrder::Range(count), None)
         } else {
@@ -407,7 +409,7 @@ impl Catalog {
                 .collect();
             let scoped = incremental::manifest_list(metadata, &snapshot, scoped)
                 .await
-                .map_err(CatalogError::internal)?;
+                .map_err(failed)?;
             files.substitute(snapshot.manifest_list(), scoped);
         }
         // The entries of the files planned, by path, with their spec and manifest position:
