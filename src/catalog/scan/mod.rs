@@ -42,6 +42,7 @@ mod files;
 pub mod filter;
 mod incremental;
 mod residual;
+mod summaries;
 mod transformed;
 
 use std::collections::{HashMap, HashSet};
@@ -357,6 +358,9 @@ impl Catalog {
                 incremental::appended(&io, metadata, &range, |index| in_scope(scope, index))
                     .await
                     .map_err(failed)?;
+            if predicate.is_some() {
+                summaries::check(ident, metadata, &schema, &appended.manifests)?;
+            }
             let count = appended.manifests.len();
             let scoped = (appended.manifests.into_iter().enumerate())
                 .filter(|(index, _)| in_scope(scope, *index))
@@ -381,6 +385,9 @@ impl Catalog {
                 .consume_entries()
                 .into_iter()
                 .collect::<Vec<_>>();
+            if predicate.is_some() {
+                summaries::check(ident, metadata, &schema, &list)?;
+            }
             // A whole plan without a filter has one task per live data file, which the
             // manifest list counts: when they are too many for one answer, it is split
             // before the scan, which then reads only the first group's manifests (the
