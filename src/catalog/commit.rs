@@ -160,8 +160,7 @@ pub fn apply_table_updates(
     updates: Vec<TableUpdate>,
 ) -> CatalogResult<TableMetadata> {
     let mut builder = base.into_builder(Some(current_metadata_location.to_string()));
-    check_schemas(&updates)?;
-    check_snapshot_times(&updates, chrono::Utc::now().timestamp_millis())?;
+    check_updates(&updates, chrono::Utc::now().timestamp_millis())?;
     let added = added_snapshots(&updates);
     for update in updates {
         builder = update.apply(builder)?;
@@ -176,24 +175,26 @@ pub fn apply_table_updates(
 /// file tolerate in its logs (their `ONE_MINUTE`).
 const CLOCK_SKEW_MS: i64 = 60_000;
 
-/// Refuses snapshots timed more than [`CLOCK_SKEW_MS`] past this server's clock. An added
+/// Checks what `updates` add: each schema as [`super::schemas::check`] wants it, and each
+/// snapshot timed at most [`CLOCK_SKEW_MS`] past this server's clock (`now_ms`). An added
 /// snapshot's time becomes the table's `last-updated-ms`, which the next commit logs in
 /// its metadata log behind its own, the present: a reader refuses a log entry more than
 /// the skew past its file's `last-updated-ms`, so one writer with a fast clock would
 /// leave every later commit failing until that time came.
-fn check_snapshot_times(updates: &[TableUpdate], now_ms: i64) -> CatalogResult<()> {
-    for update in updates {
-        if let TableUpdate::AddSnapshot { snapshot } = update {
-            if snapshot.timestamp_ms() > now_ms.saturating_add(CLOCK_SKEW_MS) {
-                return Err(CatalogError::bad_request(format!(
-                    "Snapshot {} has timestamp-ms {}, more than a minute past this catalog's clock ({now_ms}): is the writer's clock right?",
-                    snapshot.snapshot_id(),
-                    snapshot.timestamp_ms()
-                )));
-            }
+fn check_updates(updates: &[TableUpdate], now_ms: i64) -> CatalogResult<()> {
+    (updates.iter()).try_for_each(|update| match update {
+        TableUpdate::AddSchema { schema } => super::schemas::check(schema),
+        TableUpdate::AddSnapshot { snapshot }
+            if snapshot.timestamp_ms() > now_ms.saturating_add(CLOCK_SKEW_MS) =>
+        {
+            Err(CatalogError::bad_request(format!(
+                "Snapshot {} has timestamp-ms {}, more than a minute past this catalog's clock ({now_ms}): is the writer's clock right?",
+                snapshot.snapshot_id(),
+                snapshot.timestamp_ms()
+            )))
         }
-    }
-    Ok(())
+        _ => Ok(()),
+    })
 }
 
 /// What table metadata must be for Floe to keep it, beyond what iceberg-rust's builder
@@ -251,14 +252,6 @@ fn check_metadata_log(metadata: &TableMetadata) -> CatalogResult<()> {
         }
         _ => Ok(()),
     }
-}
-
-/// The schemas `updates` add, as [`super::schemas::check`] wants them.
-fn check_schemas(updates: &[TableUpdate]) -> CatalogResult<()> {
-    (updates.iter()).try_for_each(|update| match update {
-        TableUpdate::AddSchema { schema } => super::schemas::check(schema),
-        _ => Ok(()),
-    })
 }
 
 /// The ids of the snapshots `updates` add.
@@ -343,8 +336,7 @@ pub fn table_metadata_from_updates(
         CatalogError::bad_request("Cannot create a table without an add-schema update")
     })?;
     super::schemas::check(&schema)?;
-    check_schemas(&rest)?;
-    check_snapshot_times(&rest, chrono::Utc::now().timestamp_millis())?;
+    check_updates(&rest, chrono::Utc::now().timestamp_millis())?;
     let location = match location {
         Some(l) => l,
         None => default_location()?,
@@ -797,9 +789,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("past this catalog's clock"), "{error}");
-        let error = check_snapshot_times(&[at(1, now + CLOCK_SKEW_MS + 1)], now).unwrap_err();
+        let error = check_updates(&[at(1, now + CLOCK_SKEW_MS + 1)], now).unwrap_err();
         assert!(error.to_string().contains("timestamp-ms"));
-        check_snapshot_times(&[at(1, now + CLOCK_SKEW_MS)], now).unwrap();
+        check_updates(&[at(1, now + CLOCK_SKEW_MS)], now).unwrap();
         // Within the skew: the next commit's log entry is accepted by iceberg-rust's reader.
         let base =
             apply_table_updates(table(), "m0", vec![at(1, now + CLOCK_SKEW_MS / 2)]).unwrap();

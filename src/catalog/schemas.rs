@@ -32,6 +32,13 @@ pub fn check(schema: &Schema) -> CatalogResult<()> {
     Ok(())
 }
 
+/// Checks each of `schemas` (a registered file's) as [`check`] does.
+pub fn check_each<'a>(
+    schemas: impl IntoIterator<Item = &'a iceberg::spec::SchemaRef>,
+) -> CatalogResult<()> {
+    schemas.into_iter().try_for_each(|schema| check(schema))
+}
+
 /// `depth`: how many types deep `field` lies (1 for a top-level field).
 fn check_field(field: &NestedField, depth: usize) -> CatalogResult<()> {
     if depth > MAX_TYPE_DEPTH {

@@ -657,9 +657,7 @@ pub(super) fn table_registered(metadata_location: &str, bytes: &[u8]) -> Catalog
     })?;
     // Floe writes the document back, and later commits keep its schemas: each is checked
     // as a request's would be.
-    metadata
-        .schemas_iter()
-        .try_for_each(|schema| super::schemas::check(schema))?;
+    super::schemas::check_each(metadata.schemas_iter())?;
     super::commit::check_built(&metadata)?;
     Ok(Registered {
         location: metadata.location().to_string(),

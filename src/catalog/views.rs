@@ -281,9 +281,7 @@ impl Catalog {
                 ))
             })?;
             // Kept as Floe writes it, its schemas are checked as a request's would be.
-            metadata
-                .schemas_iter()
-                .try_for_each(|schema| super::schemas::check(schema))?;
+            super::schemas::check_each(metadata.schemas_iter())?;
             Ok(Registered {
                 location: metadata.location().to_string(),
                 metadata: view_metadata_json(&metadata, None)?,
