@@ -9,8 +9,9 @@
 use std::collections::HashMap;
 
 use iceberg::spec::{
-    FormatVersion, MetadataLog, SnapshotRef, SortOrder, TableMetadata, TableMetadataBuilder,
-    Transform, UnboundPartitionSpec, ViewFormatVersion, ViewMetadata, ViewMetadataBuilder,
+    FormatVersion, MetadataLog, SnapshotRef, SnapshotRetention, SortOrder, TableMetadata,
+    TableMetadataBuilder, Transform, UnboundPartitionSpec, ViewFormatVersion, ViewMetadata,
+    ViewMetadataBuilder,
 };
 use iceberg::{TableRequirement, TableUpdate, ViewUpdate};
 use serde::ser::SerializeStruct;
@@ -159,47 +160,129 @@ pub fn apply_table_updates(
     current_metadata_location: &str,
     updates: Vec<TableUpdate>,
 ) -> CatalogResult<TableMetadata> {
+    let version = format_after(base.format_version(), &updates);
     let mut builder = base.into_builder(Some(current_metadata_location.to_string()));
-    check_updates(&updates, chrono::Utc::now().timestamp_millis())?;
+    check_updates(&updates, chrono::Utc::now().timestamp_millis(), version)?;
     let added = added_snapshots(&updates);
     for update in updates {
         builder = update.apply(builder)?;
     }
     let metadata = builder.build()?.metadata;
     check_history(&metadata, &added)?;
-    check_built(&metadata)?;
+    // Not `check_built`: the base's schemas were checked when they came, and walking
+    // them all on every commit would cost a table with a long history on each write.
+    check_transforms(&metadata)?;
+    check_metadata_log(&metadata)?;
     Ok(metadata)
+}
+
+/// The format version a table has once `updates` apply (its own, or the one an update
+/// upgrades it to; a downgrade fails in the builder).
+fn format_after(version: FormatVersion, updates: &[TableUpdate]) -> FormatVersion {
+    updates
+        .iter()
+        .fold(version, |version, update| match update {
+            TableUpdate::UpgradeFormatVersion { format_version } => version.max(*format_version),
+            _ => version,
+        })
 }
 
 /// The clock skew between writers that iceberg-rust's and Java's readers of a metadata
 /// file tolerate in its logs (their `ONE_MINUTE`).
 const CLOCK_SKEW_MS: i64 = 60_000;
 
-/// Checks what `updates` add: each schema as [`super::schemas::check`] wants it, and each
-/// snapshot timed at most [`CLOCK_SKEW_MS`] past this server's clock (`now_ms`). An added
-/// snapshot's time becomes the table's `last-updated-ms`, which the next commit logs in
-/// its metadata log behind its own, the present: a reader refuses a log entry more than
-/// the skew past its file's `last-updated-ms`, so one writer with a fast clock would
-/// leave every later commit failing until that time came.
-fn check_updates(updates: &[TableUpdate], now_ms: i64) -> CatalogResult<()> {
+/// Checks what `updates` add, where iceberg-rust keeps what Iceberg's readers refuse:
+/// - each schema as [`super::schemas::check`] wants it, and as a table of the format
+///   `version` it will have may hold it ([`super::schemas::check_format`]);
+/// - each snapshot timed at most [`CLOCK_SKEW_MS`] past this server's clock (`now_ms`).
+///   An added snapshot's time becomes the table's `last-updated-ms`, which the next
+///   commit logs in its metadata log behind its own, the present: a reader refuses a log
+///   entry more than the skew past its file's `last-updated-ms`, so one writer with a
+///   fast clock would leave every later commit failing until that time came;
+/// - each snapshot's row range within a `long` (the spec's type for row ids: the next
+///   row id past it would not be one);
+/// - each ref named, its retention values positive (Java's `SnapshotRef` refuses others,
+///   so its readers could not load the table).
+fn check_updates(
+    updates: &[TableUpdate],
+    now_ms: i64,
+    version: FormatVersion,
+) -> CatalogResult<()> {
     (updates.iter()).try_for_each(|update| match update {
-        TableUpdate::AddSchema { schema } => super::schemas::check(schema),
-        TableUpdate::AddSnapshot { snapshot }
-            if snapshot.timestamp_ms() > now_ms.saturating_add(CLOCK_SKEW_MS) =>
-        {
-            Err(CatalogError::bad_request(format!(
-                "Snapshot {} has timestamp-ms {}, more than a minute past this catalog's clock ({now_ms}): is the writer's clock right?",
-                snapshot.snapshot_id(),
-                snapshot.timestamp_ms()
-            )))
+        TableUpdate::AddSchema { schema } => {
+            super::schemas::check(schema)?;
+            super::schemas::check_format(schema, version)
         }
+        TableUpdate::AddSnapshot { snapshot } => check_snapshot(snapshot, now_ms),
+        TableUpdate::SetSnapshotRef {
+            ref_name,
+            reference,
+        } => check_ref(ref_name, &reference.retention),
         _ => Ok(()),
     })
 }
 
+/// [`check_updates`] for an added snapshot.
+fn check_snapshot(snapshot: &iceberg::spec::Snapshot, now_ms: i64) -> CatalogResult<()> {
+    if snapshot.timestamp_ms() > now_ms.saturating_add(CLOCK_SKEW_MS) {
+        return Err(CatalogError::bad_request(format!(
+            "Snapshot {} has timestamp-ms {}, more than a minute past this catalog's clock ({now_ms}): is the writer's clock right?",
+            snapshot.snapshot_id(),
+            snapshot.timestamp_ms()
+        )));
+    }
+    if let Some((first, added)) = snapshot.row_range() {
+        let past = first
+            .checked_add(added)
+            .filter(|&next| next <= i64::MAX as u64);
+        if past.is_none() {
+            return Err(CatalogError::bad_request(format!(
+                "Snapshot {} has first-row-id {first} and added-rows {added}: row ids must stay within a long ({})",
+                snapshot.snapshot_id(),
+                i64::MAX
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// [`check_updates`] for a ref being set.
+fn check_ref(name: &str, retention: &SnapshotRetention) -> CatalogResult<()> {
+    if name.is_empty() {
+        return Err(CatalogError::bad_request(
+            "A snapshot ref needs a name: ref-name is empty",
+        ));
+    }
+    let (min_snapshots, max_snapshot_age, max_ref_age) = match *retention {
+        SnapshotRetention::Branch {
+            min_snapshots_to_keep,
+            max_snapshot_age_ms,
+            max_ref_age_ms,
+        } => (min_snapshots_to_keep, max_snapshot_age_ms, max_ref_age_ms),
+        SnapshotRetention::Tag { max_ref_age_ms } => (None, None, max_ref_age_ms),
+    };
+    let values = [
+        ("min-snapshots-to-keep", min_snapshots.map(i64::from)),
+        ("max-snapshot-age-ms", max_snapshot_age),
+        ("max-ref-age-ms", max_ref_age),
+    ];
+    match values
+        .into_iter()
+        .find(|(_, value)| value.is_some_and(|v| v <= 0))
+    {
+        Some((field, Some(value))) => Err(CatalogError::bad_request(format!(
+            "Ref {name} has {field} {value}: it must be greater than 0"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// What table metadata must be for Floe to keep it, beyond what iceberg-rust's builder
-/// checks: run on every document built or registered.
+/// checks: run on every document created or registered. A commit checks the same of
+/// what it changes (`apply_table_updates`).
 pub fn check_built(metadata: &TableMetadata) -> CatalogResult<()> {
+    (metadata.schemas_iter())
+        .try_for_each(|schema| super::schemas::check_format(schema, metadata.format_version()))?;
     check_transforms(metadata)?;
     check_metadata_log(metadata)
 }
@@ -336,7 +419,8 @@ pub fn table_metadata_from_updates(
         CatalogError::bad_request("Cannot create a table without an add-schema update")
     })?;
     super::schemas::check(&schema)?;
-    check_updates(&rest, chrono::Utc::now().timestamp_millis())?;
+    let version = format_after(format_version.unwrap_or(FormatVersion::V2), &rest);
+    check_updates(&rest, chrono::Utc::now().timestamp_millis(), version)?;
     let location = match location {
         Some(l) => l,
         None => default_location()?,
@@ -775,6 +859,126 @@ mod tests {
             .unwrap()
     }
 
+    /// Refs Java's readers could not load, and row ranges past a `long`, are refused; the
+    /// base is left as it was (the commit is pure).
+    #[test]
+    fn refs_and_row_ranges_iceberg_readers_refuse_are_a_400() {
+        let update =
+            |value: serde_json::Value| -> TableUpdate { serde_json::from_value(value).unwrap() };
+        let set_ref = |name: &str, extra: serde_json::Value| {
+            let mut value = serde_json::json!({"action": "set-snapshot-ref", "ref-name": name,
+                "type": "branch", "snapshot-id": 1});
+            value
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            update(value)
+        };
+        for (extra, field) in [
+            (
+                serde_json::json!({"min-snapshots-to-keep": 0}),
+                "min-snapshots-to-keep 0",
+            ),
+            (
+                serde_json::json!({"max-snapshot-age-ms": -5}),
+                "max-snapshot-age-ms -5",
+            ),
+            (
+                serde_json::json!({"max-ref-age-ms": -1}),
+                "max-ref-age-ms -1",
+            ),
+        ] {
+            let updates = vec![add_snapshot(1, None, 1), set_ref("b", extra)];
+            let error = apply_table_updates(table(), "m0", updates)
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(field), "{error}");
+        }
+        let error = apply_table_updates(
+            table(),
+            "m0",
+            vec![add_snapshot(1, None, 1), set_ref("", serde_json::json!({}))],
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("ref-name is empty"), "{error}");
+        let kept = set_ref(
+            "b",
+            serde_json::json!({"min-snapshots-to-keep": 1, "max-ref-age-ms": 1}),
+        );
+        apply_table_updates(table(), "m0", vec![add_snapshot(1, None, 1), kept]).unwrap();
+
+        // Row ids: `first-row-id + added-rows` is the next row id, a `long`.
+        let rows = |first: u64, added: u64| {
+            let mut value = serde_json::to_value(add_snapshot(1, None, 1)).unwrap();
+            value["snapshot"]["first-row-id"] = first.into();
+            value["snapshot"]["added-rows"] = added.into();
+            update(value)
+        };
+        let error = apply_table_updates(table_of(FormatVersion::V3), "m0", vec![rows(0, 1 << 63)])
+            .unwrap_err();
+        assert!(error.to_string().contains("within a long"), "{error}");
+        let error = apply_table_updates(
+            table_of(FormatVersion::V3),
+            "m0",
+            vec![rows(i64::MAX as u64, 1)],
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("within a long"), "{error}");
+        apply_table_updates(table_of(FormatVersion::V3), "m0", vec![rows(0, 10)]).unwrap();
+    }
+
+    /// Below format version 3 a schema holds no nanosecond timestamps and no initial
+    /// defaults (Java's readers refuse them there); an upgrade in the same commit allows
+    /// them.
+    #[test]
+    fn v3_schema_features_need_a_v3_table() {
+        let field = |extra: serde_json::Value, ty: &str| -> TableUpdate {
+            let mut field =
+                serde_json::json!({"id": 3, "name": "n", "required": false, "type": ty});
+            field
+                .as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            serde_json::from_value(serde_json::json!({"action": "add-schema", "schema": {
+                "type": "struct", "schema-id": 1, "fields": [
+                    {"id": 1, "name": "id", "required": true, "type": "long"},
+                    {"id": 2, "name": "data", "required": false, "type": "string"}, field]}}))
+            .unwrap()
+        };
+        let cases = [
+            (
+                field(serde_json::json!({}), "timestamp_ns"),
+                "Invalid type for n: timestamp_ns",
+            ),
+            (
+                field(serde_json::json!({"initial-default": 5}), "int"),
+                "Invalid initial default for n",
+            ),
+        ];
+        for (update, wanted) in cases {
+            let error = apply_table_updates(table(), "m0", vec![update.clone()])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.contains(wanted) && error.contains("until v3"),
+                "{error}"
+            );
+            let upgrade = TableUpdate::UpgradeFormatVersion {
+                format_version: FormatVersion::V3,
+            };
+            apply_table_updates(table(), "m0", vec![upgrade, update.clone()]).unwrap();
+            apply_table_updates(table_of(FormatVersion::V3), "m0", vec![update]).unwrap();
+        }
+        // A created or registered document is checked as a whole.
+        let mut doc = serde_json::to_value(table()).unwrap();
+        doc["schemas"][0]["fields"][1]["type"] = "timestamptz_ns".into();
+        let registered: TableMetadata = serde_json::from_value(doc).unwrap();
+        assert!(check_built(&registered)
+            .unwrap_err()
+            .to_string()
+            .contains("until v3"));
+    }
+
     /// A snapshot timed past the clock's skew is refused, and the commit after a snapshot
     /// at the edge of it still writes metadata its readers accept.
     #[test]
@@ -789,9 +993,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("past this catalog's clock"), "{error}");
-        let error = check_updates(&[at(1, now + CLOCK_SKEW_MS + 1)], now).unwrap_err();
+        let error =
+            check_updates(&[at(1, now + CLOCK_SKEW_MS + 1)], now, FormatVersion::V2).unwrap_err();
         assert!(error.to_string().contains("timestamp-ms"));
-        check_updates(&[at(1, now + CLOCK_SKEW_MS)], now).unwrap();
+        check_updates(&[at(1, now + CLOCK_SKEW_MS)], now, FormatVersion::V2).unwrap();
         // Within the skew: the next commit's log entry is accepted by iceberg-rust's reader.
         let base =
             apply_table_updates(table(), "m0", vec![at(1, now + CLOCK_SKEW_MS / 2)]).unwrap();

@@ -10,6 +10,10 @@ use crate::storage::{canonical_location, is_within, path_segment, StorageConfig}
 
 pub const DEFAULT_BASE_LOCATION: &str = "default-base-location";
 
+/// The namespace property that places the tables and views created in it without a
+/// location of their own ([`default_location`]).
+pub const NAMESPACE_LOCATION: &str = "location";
+
 /// The catalog's base location as configured, without a trailing `/`.
 pub fn catalog_base(catalog: &CatalogRecord) -> &str {
     catalog
@@ -44,7 +48,7 @@ pub fn default_location(
     namespace_properties: &Properties,
     ident: &Ident,
 ) -> String {
-    let parent = match namespace_properties.get("location") {
+    let parent = match namespace_properties.get(NAMESPACE_LOCATION) {
         Some(location) => location.trim_end_matches('/').to_string(),
         None => {
             let mut base = catalog_base(catalog).to_string();

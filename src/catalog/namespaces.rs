@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use super::error::{CatalogError, CatalogResult, Missing};
+use super::locations::{check_allowed, NAMESPACE_LOCATION};
 use super::pagination::{listed, ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{Draft, Operation};
-use crate::model::{Namespace, Properties, PropertiesChange};
+use crate::model::{CatalogRecord, Namespace, Properties, PropertiesChange};
 use crate::store::{Mutation, StoreError, StoredProperties};
 
 /// Attempts of a properties update that keeps meeting concurrent updates.
@@ -19,6 +20,17 @@ pub fn namespace_missing(namespace: &Namespace) -> CatalogError {
         Missing::Namespace,
         format!("Namespace does not exist: {namespace}"),
     )
+}
+
+/// Checks a namespace's new `location`, if it has one, as a table's is checked: a location
+/// of the catalog's storage, within its allowed locations. Else every table created in
+/// the namespace without a location of its own would fail, long after the property was
+/// set.
+fn check_location(catalog: &CatalogRecord, properties: &Properties) -> CatalogResult<()> {
+    match properties.get(NAMESPACE_LOCATION) {
+        Some(location) => check_allowed(catalog, location).map(drop),
+        None => Ok(()),
+    }
 }
 
 /// What holds a namespace's children: the catalog for the root, else the namespace.
@@ -58,6 +70,7 @@ impl Catalog {
         let parent = container(&namespace.parent());
         ctx.require(catalog, Privilege::NAMESPACE_CREATE, &parent)?;
         let record = self.get_catalog(catalog).await?;
+        check_location(&record, &properties)?;
         let outcome = Outcome::Namespace {
             namespace: namespace.levels().to_vec(),
             properties: properties.clone(),
@@ -145,6 +158,7 @@ impl Catalog {
             )));
         }
         let record = self.get_catalog(catalog).await?;
+        check_location(&record, &updates)?;
         for _ in 0..MAX_UPDATE_ATTEMPTS {
             let expected = self
                 .store

@@ -11,11 +11,19 @@
 //!   its conversion of a temporal value to text panics on a date or instant past what a
 //!   calendar holds, a time outside a day, and a `timestamptz` before 1970 with a fraction
 //!   of a second (its arithmetic there is wrong; the last is a valid value that Floe has
-//!   to refuse until iceberg-rust is fixed).
+//!   to refuse until iceberg-rust is fixed), and a decimal default with more digits than
+//!   its precision.
+//! - **Types** Iceberg's readers can hold: a decimal's precision from 1 to 38 (the spec's
+//!   limit), a fixed length Java's `int` holds.
+//! - **Format version** ([`check_format`], Java's `Schema.checkCompatibility`): below
+//!   version 3, no nanosecond timestamps and no `initial-default`. iceberg-rust keeps
+//!   both in any version, and Java's readers then refuse the table.
 //!
 //! Pure.
 
-use iceberg::spec::{Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, Type};
+use iceberg::spec::{
+    FormatVersion, Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, Type,
+};
 
 use super::error::{CatalogError, CatalogResult};
 use super::temporal;
@@ -61,12 +69,74 @@ fn check_field(field: &NestedField, depth: usize) -> CatalogResult<()> {
         }
     }
     match field.field_type.as_ref() {
-        Type::Primitive(_) => Ok(()),
+        Type::Primitive(ty) => match unholdable(ty) {
+            Some(why) => Err(CatalogError::bad_request(format!(
+                "Invalid type for field {}: {why}",
+                field.name
+            ))),
+            None => Ok(()),
+        },
         Type::Struct(inner) => (inner.fields().iter()).try_for_each(|f| check_field(f, depth + 1)),
         Type::List(list) => check_field(&list.element_field, depth + 1),
         Type::Map(map) => {
             check_field(&map.key_field, depth + 1)?;
             check_field(&map.value_field, depth + 1)
+        }
+    }
+}
+
+/// The most digits a decimal holds (the spec's limit, and Java's).
+const MAX_DECIMAL_PRECISION: u32 = 38;
+
+/// Why Iceberg's readers could not hold a column of type `ty`, if they could not.
+fn unholdable(ty: &PrimitiveType) -> Option<String> {
+    match *ty {
+        PrimitiveType::Decimal { precision, .. }
+            if precision == 0 || precision > MAX_DECIMAL_PRECISION =>
+        {
+            Some(format!(
+                "{ty}: a decimal's precision must be from 1 to {MAX_DECIMAL_PRECISION}"
+            ))
+        }
+        PrimitiveType::Fixed(length) if length > i32::MAX as u64 => {
+            Some(format!("{ty}: a fixed length must be at most {}", i32::MAX))
+        }
+        _ => None,
+    }
+}
+
+/// Checks that a table of format `version` may hold `schema` (the module says what).
+pub fn check_format(schema: &Schema, version: FormatVersion) -> CatalogResult<()> {
+    if version >= FormatVersion::V3 {
+        return Ok(());
+    }
+    (schema.as_struct().fields().iter()).try_for_each(|field| check_field_format(field, version))
+}
+
+fn check_field_format(field: &NestedField, version: FormatVersion) -> CatalogResult<()> {
+    let too_new = |what: String| {
+        CatalogError::bad_request(format!(
+            "{what} is not supported until v3 (the table is {version})"
+        ))
+    };
+    if field.initial_default.is_some() {
+        return Err(too_new(format!(
+            "Invalid initial default for {}: a non-null default",
+            field.name
+        )));
+    }
+    match field.field_type.as_ref() {
+        Type::Primitive(ty @ (PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs)) => {
+            Err(too_new(format!("Invalid type for {}: {ty}", field.name)))
+        }
+        Type::Primitive(_) => Ok(()),
+        Type::Struct(inner) => {
+            (inner.fields().iter()).try_for_each(|f| check_field_format(f, version))
+        }
+        Type::List(list) => check_field_format(&list.element_field, version),
+        Type::Map(map) => {
+            check_field_format(&map.key_field, version)?;
+            check_field_format(&map.value_field, version)
         }
     }
 }
@@ -118,6 +188,12 @@ fn unwritable_primitive(value: &PrimitiveLiteral, ty: &PrimitiveType) -> Option<
         }
         (PrimitiveType::TimestamptzNs, PrimitiveLiteral::Long(nanos)) => {
             (*nanos < 0 && nanos % NANOS != 0).then_some(fraction)
+        }
+        // iceberg-rust rounds a default's text to the scale and keeps it whatever its
+        // digits: `123456.789` in a decimal(3, 1).
+        (PrimitiveType::Decimal { precision, .. }, PrimitiveLiteral::Int128(unscaled)) => {
+            let most = 10u128.checked_pow(*precision).unwrap_or(u128::MAX);
+            (unscaled.unsigned_abs() >= most).then_some("it has more digits than its precision")
         }
         _ => None,
     }
@@ -241,6 +317,14 @@ mod tests {
                 PrimitiveLiteral::Long(-1),
                 "fraction",
             ),
+            (
+                PrimitiveType::Decimal {
+                    precision: 3,
+                    scale: 1,
+                },
+                PrimitiveLiteral::Int128(-1000),
+                "more digits",
+            ),
         ] {
             let error = check(&field(ty.clone(), value)).unwrap_err().to_string();
             assert!(
@@ -259,11 +343,55 @@ mod tests {
                 PrimitiveLiteral::Long(1_500_000),
             ),
             (PrimitiveType::Time, PrimitiveLiteral::Long(3_600_000_000)),
+            (
+                PrimitiveType::Decimal {
+                    precision: 3,
+                    scale: 1,
+                },
+                PrimitiveLiteral::Int128(-999),
+            ),
         ] {
             let schema = field(ty.clone(), value);
             check(&schema).unwrap();
             // And iceberg-rust writes it without a panic.
             serde_json::to_string(&schema).unwrap();
+        }
+    }
+
+    #[test]
+    fn types_iceberg_readers_cannot_hold_are_refused() {
+        let column = |ty| schema(NestedField::optional(1, "c", Type::Primitive(ty)));
+        for (ty, why) in [
+            (
+                PrimitiveType::Decimal {
+                    precision: 39,
+                    scale: 2,
+                },
+                "from 1 to 38",
+            ),
+            (
+                PrimitiveType::Decimal {
+                    precision: 0,
+                    scale: 0,
+                },
+                "from 1 to 38",
+            ),
+            (PrimitiveType::Fixed(1 << 31), "at most 2147483647"),
+        ] {
+            let error = check(&column(ty.clone())).unwrap_err().to_string();
+            assert!(
+                error.contains(why) && error.contains("field c"),
+                "{ty}: {error}"
+            );
+        }
+        for ty in [
+            PrimitiveType::Decimal {
+                precision: 38,
+                scale: 38,
+            },
+            PrimitiveType::Fixed(i32::MAX as u64),
+        ] {
+            check(&column(ty)).unwrap();
         }
     }
 }

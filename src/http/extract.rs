@@ -21,19 +21,41 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::payload_too_large()
-                } else {
-                    ApiError::bad_request(format!("Cannot read request body: {rejection}"))
-                }
-            })?;
-        serde_json::from_slice(&bytes)
-            .map(JsonBody)
-            .map_err(|e| ApiError::bad_request(malformed::<T>(&bytes, e)))
+        let bytes = read_body(request, state).await?;
+        parse(&bytes).map(JsonBody)
     }
+}
+
+/// A JSON request body the spec makes optional: none when the body is empty (or only
+/// white space), else read as [`JsonBody`] reads one.
+pub struct OptionalJsonBody<T>(pub Option<T>);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = read_body(request, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJsonBody(None));
+        }
+        parse(&bytes).map(|body| OptionalJsonBody(Some(body)))
+    }
+}
+
+async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::payload_too_large()
+            } else {
+                ApiError::bad_request(format!("Cannot read request body: {rejection}"))
+            }
+        })
+}
+
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(malformed::<T>(bytes, e)))
 }
 
 /// The message for a body serde refused, naming the field it refused (`updates[0].action:

@@ -123,8 +123,10 @@ async fn idempotent<S>(
 where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
-    let key = match raw.to_str().ok().map(str::trim) {
-        Some(key) if uuid::Uuid::try_parse(key).is_ok() => key.to_ascii_lowercase(),
+    // One key however it is written (upper case, braces, no hyphens, a URN): its
+    // canonical form, so a retry spelled another way is still the same key.
+    let key = match raw.to_str().ok().map(str::trim).map(uuid::Uuid::try_parse) {
+        Some(Ok(key)) => key.hyphenated().to_string(),
         _ => {
             return ApiError::bad_request("Idempotency-Key must be a UUID (UUIDv7 recommended)")
                 .into_response()

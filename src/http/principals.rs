@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult};
-use super::extract::JsonBody;
+use super::extract::{JsonBody, OptionalJsonBody};
 use super::{AppState, Routes};
 use crate::auth::privileges::{Grant, Privilege, Securable};
 use crate::catalog::access::{principal_view, Entity, RoleView};
@@ -148,11 +148,28 @@ async fn rotate(
     Ok(Json(s.catalog.new_principal_secret(&ctx, &p, true).await?))
 }
 
+/// Polaris's `ResetPrincipalRequest`: the credentials a caller would have set.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResetRequest {
+    client_id: Option<String>,
+    client_secret: Option<String>,
+}
+
+/// Floe makes the new credentials itself, as Polaris does unless it is configured to take
+/// the caller's: a request naming its own is refused (before anything changes), not
+/// answered with credentials it did not ask for. The body is optional.
 async fn reset(
     State(s): State<AppState>,
     Ctx(ctx): Ctx,
     Path(p): Path<String>,
+    OptionalJsonBody(body): OptionalJsonBody<ResetRequest>,
 ) -> ApiResult<Json<Value>> {
+    if body.is_some_and(|b| b.client_id.is_some() || b.client_secret.is_some()) {
+        return Err(ApiError::bad_request(
+            "This server makes a principal's new credentials itself: a reset takes no clientId or clientSecret (send no body, or {})",
+        ));
+    }
     Ok(Json(s.catalog.new_principal_secret(&ctx, &p, false).await?))
 }
 

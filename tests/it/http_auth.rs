@@ -973,6 +973,17 @@ async fn secrets_rotate_reset_and_tokens_survive_a_restart() {
         .to_string();
     token(&s, &id, &old, "catalog").await; // the old one is the secondary now
     token(&s, &id, &new, "catalog").await;
+    // A reset makes the credentials itself: one that names its own is refused, and the
+    // credentials stay as they were.
+    for own in [
+        json!({ "clientSecret": "chosen-by-the-caller-0123456789" }),
+        json!({ "clientId": id }),
+    ] {
+        root.post(&format!("{MGMT}/principals/svc/reset"), &own)
+            .await
+            .error(400, "BadRequestException");
+    }
+    token(&s, &id, &new, "catalog").await;
     let reset = root
         .post(&format!("{MGMT}/principals/svc/reset"), &json!({}))
         .await

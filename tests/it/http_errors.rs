@@ -733,6 +733,158 @@ async fn inputs_the_libraries_or_the_disk_cannot_take_are_a_400() {
         .await;
 }
 
+/// Metadata iceberg-rust would keep but Iceberg's readers (Java's) refuse to load: each is
+/// a 400 that changes nothing, so a table never becomes one its engines cannot read.
+#[tokio::test]
+async fn metadata_iceberg_readers_refuse_is_a_400() {
+    let (s, before) = populated().await;
+    let add_field = |field: Value| {
+        let mut fields = schema()["fields"].clone();
+        fields.as_array_mut().unwrap().push(field);
+        json!({ "action": "add-schema", "schema": { "type": "struct", "fields": fields } })
+    };
+    let column = |ty: &str| json!({ "id": 50, "name": "c", "required": false, "type": ty });
+    let mut with_default = column("int");
+    with_default["initial-default"] = json!(5);
+    let snapshot = |id: i64| {
+        json!({ "action": "add-snapshot", "snapshot": {
+            "snapshot-id": id, "sequence-number": 1, "timestamp-ms": now_ms(),
+            "summary": { "operation": "append" }, "schema-id": 0,
+            "manifest-list": format!("{}/db/t/metadata/snap-{id}.avro", s.warehouse()) } })
+    };
+    let branch = |name: &str, extra: Value| {
+        let mut update = json!({ "action": "set-snapshot-ref", "ref-name": name,
+            "type": "branch", "snapshot-id": 9 });
+        update
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        update
+    };
+    let cases = [
+        (vec![add_field(column("decimal(39,2)"))], "from 1 to 38"),
+        (
+            vec![add_field(column("fixed[99999999999]"))],
+            "fixed length",
+        ),
+        (
+            vec![add_field(column("timestamp_ns"))],
+            "not supported until v3",
+        ),
+        (
+            vec![add_field(with_default.clone())],
+            "not supported until v3",
+        ),
+        (
+            vec![
+                snapshot(9),
+                branch("b", json!({ "min-snapshots-to-keep": 0 })),
+            ],
+            "must be greater than 0",
+        ),
+        (
+            vec![snapshot(9), branch("b", json!({ "max-ref-age-ms": -1 }))],
+            "must be greater than 0",
+        ),
+        (
+            vec![snapshot(9), branch("", json!({}))],
+            "ref-name is empty",
+        ),
+    ];
+    for (updates, wanted) in cases {
+        let r = s.commit(&["db"], "t", json!({ "updates": updates })).await;
+        assert!(r.body.contains(wanted), "{updates:?}: {}", r.body);
+        r.error(400, "BadRequestException");
+    }
+    // A new v2 table with a nanosecond column is refused as well.
+    let mut ns_schema = schema();
+    let nanos = json!({ "id": 60, "name": "n", "required": false, "type": "timestamptz_ns" });
+    ns_schema["fields"].as_array_mut().unwrap().push(nanos);
+    let r = s
+        .create_table_with(&["db"], json!({ "name": "x", "schema": ns_schema }))
+        .await;
+    assert!(r.body.contains("not supported until v3"), "{}", r.body);
+    r.error(400, "BadRequestException");
+    s.assert_unchanged(&before, "metadata Iceberg's readers refuse")
+        .await;
+
+    // In a v3 table all of it is fine, and row ids must stay within a long.
+    s.create_table_with(
+        &["db"],
+        json!({ "name": "v3", "schema": ns_schema, "properties": { "format-version": "3" } }),
+    )
+    .await
+    .ok(200);
+    s.commit(
+        &["db"],
+        "v3",
+        json!({ "updates": [add_field(with_default)] }),
+    )
+    .await
+    .ok(200);
+    let rows = |first: u64, added: u64| {
+        let mut update = snapshot(9);
+        update["snapshot"]["manifest-list"] = json!(format!("{}/db/v3/snap-9.avro", s.warehouse()));
+        update["snapshot"]["first-row-id"] = json!(first);
+        update["snapshot"]["added-rows"] = json!(added);
+        json!({ "updates": [update] })
+    };
+    let before = s.state().await;
+    let r = s.commit(&["db"], "v3", rows(0, 1 << 63)).await;
+    assert!(r.body.contains("within a long"), "{}", r.body);
+    r.error(400, "BadRequestException");
+    s.assert_unchanged(&before, "row ids past a long").await;
+    s.commit(&["db"], "v3", rows(0, 10)).await.ok(200);
+}
+
+/// A namespace's `location` places the tables created in it: it is checked when it is
+/// set, as a table's location is (it used to be kept, and every later create there failed).
+#[tokio::test]
+async fn a_namespace_location_outside_the_catalog_is_refused() {
+    let (s, before) = populated().await;
+    let inside = format!("{}/elsewhere/db2", s.warehouse());
+    // Outside the catalog's locations, and on another kind of storage (the suite also
+    // runs on S3).
+    let (outside, other) = if s.warehouse().starts_with("file:") {
+        ("file:///tmp/outside-the-warehouse", "s3://bucket/x")
+    } else {
+        ("s3://floe-no-such-bucket/x", "file:///tmp/x")
+    };
+    for (location, status, kind) in [
+        ("relative", 400, "BadRequestException"),
+        (outside, 403, "ForbiddenException"),
+        (other, 403, "ForbiddenException"),
+    ] {
+        s.post(
+            &format!("{V1}/namespaces"),
+            &json!({ "namespace": ["db2"], "properties": { "location": location } }),
+        )
+        .await
+        .error(status, kind);
+        s.post(
+            &format!("{}/properties", ns_url(&["db"])),
+            &json!({ "updates": { "location": location } }),
+        )
+        .await
+        .error(status, kind);
+    }
+    s.assert_unchanged(&before, "namespace locations outside the catalog")
+        .await;
+    // Inside the catalog's locations: kept, and a new table goes under it.
+    s.post(
+        &format!("{}/properties", ns_url(&["db"])),
+        &json!({ "updates": { "location": inside } }),
+    )
+    .await
+    .ok(200);
+    let created = s.create_table(&["db"], "placed").await;
+    let location = created["metadata"]["location"].as_str().unwrap();
+    assert!(
+        location.starts_with(&format!("{inside}/placed-")),
+        "{location}"
+    );
+}
+
 /// A registered metadata file is kept as Floe writes it, so its schemas are checked as a
 /// request's are: a file holding one Floe cannot keep is a 400 (it was a 500, the panic
 /// of iceberg-rust's writing a default back, or a table that failed its later reads).

@@ -172,6 +172,32 @@ async fn a_key_reused_for_another_request_is_a_422() {
     )
     .await
     .error(422, "UnprocessableEntityException");
+    // The same key however a client writes it (upper case, braces, no hyphens, a URN).
+    let simple = k.replace('-', "");
+    for spelling in [
+        k.to_uppercase(),
+        format!("{{{k}}}"),
+        simple.clone(),
+        format!("urn:uuid:{k}"),
+    ] {
+        s.call_with(
+            Method::POST,
+            &format!("{V1}/namespaces"),
+            Some(&create("b")),
+            &[(KEY, &spelling)],
+        )
+        .await
+        .error(422, "UnprocessableEntityException");
+    }
+    // And the first request's answer again, under any spelling.
+    s.call_with(
+        Method::POST,
+        &format!("{V1}/namespaces"),
+        Some(&create("a")),
+        &[(KEY, &simple)],
+    )
+    .await
+    .ok(200);
     s.call_with(Method::DELETE, &ns_url(&["a"]), None, &[(KEY, &k)])
         .await
         .error(422, "UnprocessableEntityException");

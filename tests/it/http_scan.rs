@@ -228,6 +228,25 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
         paths(&s.post(&plan_url("t"), &case).await.ok(200).json()),
         [at("data/c.parquet")]
     );
+    // Java's client writes `alwaysTrue()` and `alwaysFalse()` as bare booleans, at the
+    // top (an unfiltered scan) or inside an expression.
+    let java_true = s
+        .post(&plan_url("t"), &json!({ "filter": true }))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(paths(&java_true), paths(&all));
+    assert!(java_true["file-scan-tasks"][0]
+        .get("residual-filter")
+        .is_none());
+    let java_false = json!({ "filter": false });
+    assert!(paths(&s.post(&plan_url("t"), &java_false).await.ok(200).json()).is_empty());
+    let b_or_false =
+        json!({ "filter": { "type": "or", "left": only_b["filter"], "right": false } });
+    assert_eq!(
+        paths(&s.post(&plan_url("t"), &b_or_false).await.ok(200).json()),
+        [at("data/b.parquet")]
+    );
 
     // Transform terms the table is not partitioned by are checked but prune nothing
     // (`bucket` has no column range), `not` or no `not`; the residual keeps them for the

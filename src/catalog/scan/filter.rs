@@ -35,6 +35,35 @@ pub fn predicate(
     translate(filter, schema, case_sensitive, false)
 }
 
+/// Java's `ExpressionParser` writes `alwaysTrue()` and `alwaysFalse()` as bare JSON
+/// booleans (its scan-planning client sends `"filter": true` for an unfiltered scan);
+/// the spec's form is `{"type": "true"}`. A request's filter is put in the spec's form
+/// once, as it is read, so everything after it (the predicate, the residuals, a plan
+/// task's copy) sees one form.
+pub fn spec_form(filter: Value) -> Value {
+    match filter {
+        Value::Bool(true) => serde_json::json!({"type": "true"}),
+        Value::Bool(false) => serde_json::json!({"type": "false"}),
+        Value::Object(mut object) => {
+            for key in ["left", "right", "child"] {
+                if let Some(child) = object.get_mut(key) {
+                    *child = spec_form(std::mem::take(child));
+                }
+            }
+            Value::Object(object)
+        }
+        other => other,
+    }
+}
+
+/// Reads a request's `filter` in the spec's form ([`spec_form`]).
+pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Value>, D::Error> {
+    use serde::Deserialize;
+    Ok(Option::<Value>::deserialize(deserializer)?.map(spec_form))
+}
+
 /// What a comparison compares: a column, or a transform of one.
 enum Term {
     Column(Reference, PrimitiveType),
@@ -54,7 +83,6 @@ fn translate(
         .ok_or_else(|| format!("A filter expression must be an object, not {filter}"))?;
     let kind = match object.get("type") {
         Some(Value::String(kind)) => kind.as_str(),
-        // Java writes `true`/`false` expressions as bare JSON booleans in some versions.
         _ => return Err(format!("A filter expression needs a string type: {filter}")),
     };
     let child = |name: &str, negated: bool| -> Result<Predicate, String> {
@@ -360,6 +388,25 @@ mod tests {
             .contains("IS NULL"));
     }
 
+    #[test]
+    fn java_booleans_are_read_in_the_spec_form() {
+        assert_eq!(spec_form(json!(true)), json!({"type": "true"}));
+        assert_eq!(spec_form(json!(false)), json!({"type": "false"}));
+        let nested = spec_form(json!({"type": "or", "left": false,
+            "right": {"type": "not", "child": true}}));
+        assert_eq!(
+            nested,
+            json!({"type": "or", "left": {"type": "false"},
+                "right": {"type": "not", "child": {"type": "true"}}})
+        );
+        // Only where an expression stands: a literal `true` stays a literal.
+        let literal = json!({"type": "eq", "term": "flag", "value": true});
+        assert_eq!(spec_form(literal.clone()), literal);
+        let request: super::super::ScanRequest =
+            serde_json::from_value(json!({"filter": true})).unwrap();
+        assert_eq!(request.filter, Some(json!({"type": "true"})));
+        assert_eq!(parse(spec_form(json!(false))).unwrap(), "FALSE");
+    }
     #[test]
     fn days_as_numbers_and_text_agree() {
         assert_eq!(

@@ -81,7 +81,11 @@ pub struct ScanRequest {
     pub snapshot_id: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub select: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "filter::deserialize",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub filter: Option<Value>,
     #[serde(default, skip_serializing)]
     pub min_rows_requested: Option<i64>,
