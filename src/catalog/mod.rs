@@ -31,6 +31,7 @@
 pub mod access;
 pub mod catalogs;
 pub mod commit;
+pub mod commit_checks;
 pub mod context;
 pub mod delegation;
 mod dropped;

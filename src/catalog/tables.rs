@@ -197,7 +197,7 @@ impl Catalog {
             properties,
         )?
         .build()?;
-        super::commit::check_built(&built.metadata)?;
+        super::commit_checks::check_built(&built.metadata)?;
         let (metadata, changes) = (built.metadata, built.changes);
         let json = metadata_json(&metadata)?;
         let config = self.table_config_in(ctx, &record, &ident, &json).await?;
@@ -658,7 +658,7 @@ pub(super) fn table_registered(metadata_location: &str, bytes: &[u8]) -> Catalog
     // Floe writes the document back, and later commits keep its schemas: each is checked
     // as a request's would be.
     super::schemas::check_each(metadata.schemas_iter())?;
-    super::commit::check_built(&metadata)?;
+    super::commit_checks::check_built(&metadata)?;
     Ok(Registered {
         location: metadata.location().to_string(),
         metadata: metadata_json(&metadata)?,

@@ -38,7 +38,7 @@ pub fn range(
     if start == Some(end.snapshot_id()) {
         return Ok(snapshots);
     }
-    for snapshot in crate::catalog::commit::ancestry(metadata, end.clone()) {
+    for snapshot in crate::catalog::commit_checks::ancestry(metadata, end.clone()) {
         // A table whose metadata was written elsewhere (registered, or notified) may have
         // a history that loops.
         let snapshot = snapshot.map_err(|again| {
