@@ -59,7 +59,11 @@ service_stop() {
 
 # Starts CMD in the background with no input and its output in LOG (truncated first;
 # appended to with -a), leading a session of its own; the shell writes its own pid to
-# PIDFILE, which exec hands on to CMD. Returns once PIDFILE is written (or after 5 s).
+# PIDFILE, which exec hands on to CMD. Returns once PIDFILE is written (or after 30 s:
+# until then nothing can tell a server that is slow to start from one that died. A NATS
+# start in CI once failed with nothing at all in the server's log, which fits a shell
+# not yet run after the 5 s this waited before, on a loaded 2-core machine: service_wait
+# then gave up on a server that had not begun).
 service_launch() {
   local append=0 i
   if [[ "$1" == -a ]]; then
@@ -73,7 +77,7 @@ service_launch() {
   # shellcheck disable=SC2016 # expanded by the inner bash, on purpose
   setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidfile" "$@" \
     </dev/null >>"$log" 2>&1 &
-  for ((i = 0; i < 50; i++)); do
+  for ((i = 0; i < 300; i++)); do
     [[ -s "$pidfile" ]] && break
     sleep 0.1
   done
