@@ -110,35 +110,30 @@ pub fn check_format(schema: &Schema, version: FormatVersion) -> CatalogResult<()
     if version >= FormatVersion::V3 {
         return Ok(());
     }
-    (schema.as_struct().fields().iter()).try_for_each(|field| check_field_format(field, version))
-}
-
-fn check_field_format(field: &NestedField, version: FormatVersion) -> CatalogResult<()> {
-    let too_new = |what: String| {
-        CatalogError::bad_request(format!(
+    // Every field, nested ones included (the schema's own index), the lowest id first so
+    // that the message names the same field each time.
+    let mut fields: Vec<&NestedField> = (schema.field_id_to_fields().values())
+        .map(|field| field.as_ref())
+        .collect();
+    fields.sort_unstable_by_key(|field| field.id);
+    for field in fields {
+        let what = match field.field_type.as_ref() {
+            _ if field.initial_default.is_some() => {
+                format!(
+                    "Invalid initial default for {}: a non-null default",
+                    field.name
+                )
+            }
+            Type::Primitive(ty @ (PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs)) => {
+                format!("Invalid type for {}: {ty}", field.name)
+            }
+            _ => continue,
+        };
+        return Err(CatalogError::bad_request(format!(
             "{what} is not supported until v3 (the table is {version})"
-        ))
-    };
-    if field.initial_default.is_some() {
-        return Err(too_new(format!(
-            "Invalid initial default for {}: a non-null default",
-            field.name
         )));
     }
-    match field.field_type.as_ref() {
-        Type::Primitive(ty @ (PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs)) => {
-            Err(too_new(format!("Invalid type for {}: {ty}", field.name)))
-        }
-        Type::Primitive(_) => Ok(()),
-        Type::Struct(inner) => {
-            (inner.fields().iter()).try_for_each(|f| check_field_format(f, version))
-        }
-        Type::List(list) => check_field_format(&list.element_field, version),
-        Type::Map(map) => {
-            check_field_format(&map.key_field, version)?;
-            check_field_format(&map.value_field, version)
-        }
-    }
+    Ok(())
 }
 
 /// Why iceberg-rust could not write `literal` of type `ty` back as text, if it could not:
@@ -393,5 +388,34 @@ mod tests {
         ] {
             check(&column(ty)).unwrap();
         }
+    }
+
+    #[test]
+    fn nested_fields_are_held_to_the_format_version_too() {
+        use iceberg::spec::{ListType, StructType};
+        let nanos = NestedField::optional(3, "at", Type::Primitive(PrimitiveType::TimestampNs));
+        let inner = Type::Struct(StructType::new(vec![Arc::new(nanos)]));
+        let element = NestedField::list_element(2, inner, false);
+        let nested = schema(NestedField::optional(
+            1,
+            "events",
+            Type::List(ListType::new(Arc::new(element))),
+        ));
+        let error = check_format(&nested, FormatVersion::V2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("Invalid type for at: timestamp_ns"),
+            "{error}"
+        );
+        check_format(&nested, FormatVersion::V3).unwrap();
+        let default = schema(
+            NestedField::optional(1, "n", Type::Primitive(PrimitiveType::Int))
+                .with_initial_default(Literal::Primitive(PrimitiveLiteral::Int(1))),
+        );
+        let error = check_format(&default, FormatVersion::V1)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("Invalid initial default for n"), "{error}");
     }
 }
