@@ -18,12 +18,18 @@
 //! - **Format version** ([`check_format`], Java's `Schema.checkCompatibility`): below
 //!   version 3, no nanosecond timestamps and no `initial-default`. iceberg-rust keeps
 //!   both in any version, and Java's readers then refuse the table.
+//! - **Defaults iceberg-rust's parser drops** ([`check_default_text`]): a default it cannot
+//!   read as its field's type (`"abc"` for an int) is discarded while the body is parsed,
+//!   with no error, so a table would be kept without the default its client asked for.
+//!   The body's text is read a second time for them, only when it holds a default at all.
 //!
 //! Pure.
 
 use iceberg::spec::{
     FormatVersion, Literal, NestedField, PrimitiveLiteral, PrimitiveType, Schema, Type,
 };
+
+use serde::Deserialize;
 
 use super::error::{CatalogError, CatalogResult};
 use super::temporal;
@@ -136,6 +142,88 @@ pub fn check_format(schema: &Schema, version: FormatVersion) -> CatalogResult<()
     Ok(())
 }
 
+/// Refuses a default in `body` (a request's or a metadata file's JSON) that is not a value
+/// of its field's type. iceberg-rust's parser drops such a default rather than failing,
+/// so the typed body cannot tell; this reads the text again as plain JSON, and only when
+/// it names a default at all (a byte search, so no other body pays for a second parse).
+/// A field is any object with a numeric `id`, a string `name` and a `type` that parses
+/// as an Iceberg type: property maps, whose values are all strings, never look like one.
+/// Text that is not JSON is left to the typed parse to refuse.
+pub fn check_default_text(body: &[u8]) -> CatalogResult<()> {
+    if memchr::memmem::find(body, b"-default\"").is_none() {
+        return Ok(());
+    }
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(value) => check_default_value(&value),
+        Err(_) => Ok(()),
+    }
+}
+
+/// [`check_default_text`] over one parsed value. Its depth is bounded by serde_json's
+/// recursion limit (128), which the text was parsed with.
+fn check_default_value(value: &serde_json::Value) -> CatalogResult<()> {
+    use serde_json::Value;
+    let map = match value {
+        Value::Array(items) => return items.iter().try_for_each(check_default_value),
+        Value::Object(map) => map,
+        _ => return Ok(()),
+    };
+    if let (Some(Value::Number(_)), Some(Value::String(name)), Some(ty)) =
+        (map.get("id"), map.get("name"), map.get("type"))
+    {
+        if let Ok(ty) = Type::deserialize(ty) {
+            for kind in ["initial-default", "write-default"] {
+                let Some(default) = map.get(kind).filter(|value| !value.is_null()) else {
+                    continue;
+                };
+                if !default_fits(default, &ty) {
+                    let mut shown = default.to_string();
+                    if shown.len() > 64 {
+                        let end = (0..=61).rev().find(|&i| shown.is_char_boundary(i));
+                        shown.truncate(end.unwrap_or(0));
+                        shown.push_str("...");
+                    }
+                    return Err(CatalogError::bad_request(format!(
+                        "Invalid {kind} for field {name}: {shown} is not a value of type {ty}"
+                    )));
+                }
+            }
+        }
+    }
+    map.values().try_for_each(check_default_value)
+}
+
+/// Whether `value` (not null) is a value of type `ty` in the spec's JSON form, every part
+/// of it: iceberg-rust also drops, without an error, a struct's member it cannot read, a
+/// member under a key that is no field's id, and a map's keys or values past the shorter
+/// of the two lists.
+fn default_fits(value: &serde_json::Value, ty: &Type) -> bool {
+    use serde_json::Value;
+    let fits = |value: &Value, ty: &Type| value.is_null() || default_fits(value, ty);
+    match (ty, value) {
+        (Type::Primitive(_), _) => {
+            matches!(Literal::try_from_json(value.clone(), ty), Ok(Some(_)))
+        }
+        (Type::Struct(fields), Value::Object(members)) => members.iter().all(|(id, member)| {
+            (fields.fields().iter())
+                .find(|field| id.parse() == Ok(field.id))
+                .is_some_and(|field| fits(member, &field.field_type))
+        }),
+        (Type::List(list), Value::Array(items)) => {
+            (items.iter()).all(|item| fits(item, &list.element_field.field_type))
+        }
+        (Type::Map(map), Value::Object(pair)) => match (pair.get("keys"), pair.get("values")) {
+            (Some(Value::Array(keys)), Some(Value::Array(values))) => {
+                keys.len() == values.len()
+                    && (keys.iter()).all(|key| default_fits(key, &map.key_field.field_type))
+                    && (values.iter()).all(|value| fits(value, &map.value_field.field_type))
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// Why iceberg-rust could not write `literal` of type `ty` back as text, if it could not:
 /// a struct's, list's or map's default holds values of its inner types, each written as
 /// one of those would be.
@@ -213,6 +301,94 @@ mod tests {
             ty = Type::List(iceberg::spec::ListType::new(Arc::new(element)));
         }
         schema(NestedField::optional(1, "deep", ty))
+    }
+
+    #[test]
+    fn defaults_that_are_not_values_of_their_type_are_refused() {
+        let field = |default: &str, ty: &str| {
+            format!(
+                r#"{{"schema": {{"type": "struct", "fields": [{{"id": 1, "name": "n", "required": false, "type": {ty}, "write-default": {default}}}]}}}}"#
+            )
+        };
+        for (default, ty) in [
+            (r#""abc""#, r#""int""#),
+            ("1.5", r#""int""#),
+            ("3000000000", r#""int""#),
+            ("1", r#""string""#),
+            (r#""2024-13-45""#, r#""date""#),
+            (
+                r#"{"2": "x"}"#,
+                r#"{"type": "struct", "fields": [{"id": 2, "name": "i", "required": false, "type": "int"}]}"#,
+            ),
+            (
+                r#"{"3": 1}"#,
+                r#"{"type": "struct", "fields": [{"id": 2, "name": "i", "required": false, "type": "int"}]}"#,
+            ),
+            (
+                r#"[1, "x"]"#,
+                r#"{"type": "list", "element-id": 2, "element": "int", "element-required": false}"#,
+            ),
+            (
+                r#"{"keys": ["a", "b"], "values": [1]}"#,
+                r#"{"type": "map", "key-id": 2, "key": "string", "value-id": 3, "value": "int", "value-required": false}"#,
+            ),
+            (
+                r#"{"keys": [null], "values": [1]}"#,
+                r#"{"type": "map", "key-id": 2, "key": "string", "value-id": 3, "value": "int", "value-required": false}"#,
+            ),
+        ] {
+            let error = match check_default_text(field(default, ty).as_bytes()) {
+                Err(error) => error.to_string(),
+                Ok(()) => panic!("{default} passed as a {ty}"),
+            };
+            assert!(
+                error.contains("Invalid write-default for field n"),
+                "{default}: {error}"
+            );
+        }
+        // Values of their types, null, and fields nested in a list of updates pass.
+        for (default, ty) in [
+            ("5", r#""int""#),
+            ("null", r#""int""#),
+            (r#""abc""#, r#""string""#),
+            (r#""2024-01-31""#, r#""date""#),
+            (
+                r#"{"2": 7}"#,
+                r#"{"type": "struct", "fields": [{"id": 2, "name": "i", "required": false, "type": "int"}]}"#,
+            ),
+            (
+                r#"{"2": null}"#,
+                r#"{"type": "struct", "fields": [{"id": 2, "name": "i", "required": false, "type": "int"}]}"#,
+            ),
+            (
+                r#"[1, null]"#,
+                r#"{"type": "list", "element-id": 2, "element": "int", "element-required": false}"#,
+            ),
+            (
+                r#"{"keys": ["a", "b"], "values": [1, null]}"#,
+                r#"{"type": "map", "key-id": 2, "key": "string", "value-id": 3, "value": "int", "value-required": false}"#,
+            ),
+        ] {
+            check_default_text(field(default, ty).as_bytes()).unwrap();
+        }
+        let nested = r#"{"updates": [{"action": "add-schema", "schema": {"type": "struct", "fields": [
+            {"id": 1, "name": "s", "required": false, "type": {"type": "struct", "fields": [
+                {"id": 2, "name": "inner", "required": false, "type": "long", "initial-default": "x"}]}}]}}]}"#;
+        let error = check_default_text(nested.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("initial-default for field inner"), "{error}");
+        // A property map that happens to use the same keys is not a field: its values are
+        // strings, never a numeric id.
+        let properties =
+            r#"{"properties": {"id": "1", "name": "n", "type": "int", "write-default": "abc"}}"#;
+        check_default_text(properties.as_bytes()).unwrap();
+        // A long value is cut in the message.
+        let long = format!(r#""{}""#, "é".repeat(100));
+        let error = check_default_text(field(&long, r#""int""#).as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("...") && error.len() < 200, "{error}");
     }
 
     #[test]

@@ -657,6 +657,7 @@ pub(super) fn table_registered(metadata_location: &str, bytes: &[u8]) -> Catalog
     })?;
     // Floe writes the document back, and later commits keep its schemas: each is checked
     // as a request's would be.
+    super::schemas::check_default_text(bytes)?;
     super::schemas::check_each(metadata.schemas_iter())?;
     super::commit_checks::check_built(&metadata)?;
     Ok(Registered {

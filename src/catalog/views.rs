@@ -281,6 +281,7 @@ impl Catalog {
                 ))
             })?;
             // Kept as Floe writes it, its schemas are checked as a request's would be.
+            super::schemas::check_default_text(bytes)?;
             super::schemas::check_each(metadata.schemas_iter())?;
             Ok(Registered {
                 location: metadata.location().to_string(),

@@ -54,8 +54,13 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes,
         })
 }
 
+/// The typed body, then the defaults iceberg-rust's parser would have dropped without a
+/// word (a byte search for most bodies; see `schemas::check_default_text`).
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(malformed::<T>(bytes, e)))
+    let body = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(malformed::<T>(bytes, e)))?;
+    crate::catalog::schemas::check_default_text(bytes)?;
+    Ok(body)
 }
 
 /// The message for a body serde refused, naming the field it refused (`updates[0].action:

@@ -837,6 +837,76 @@ async fn metadata_iceberg_readers_refuse_is_a_400() {
     s.commit(&["db"], "v3", rows(0, 10)).await.ok(200);
 }
 
+/// A default that is not a value of its field's type (`"abc"` for an int) is a 400 on
+/// every way in: iceberg-rust's parser drops such a default without an error, and the
+/// table would have been kept without it.
+#[tokio::test]
+async fn a_default_that_is_not_of_its_type_is_a_400() {
+    let (s, before) = populated().await;
+    let field = |default: Value| json!({ "id": 50, "name": "c", "required": false, "type": "int", "write-default": default });
+    let with = |default: Value| {
+        let mut fields = schema()["fields"].clone();
+        fields.as_array_mut().unwrap().push(field(default));
+        json!({ "type": "struct", "fields": fields })
+    };
+    let r = s
+        .commit(
+            &["db"],
+            "t",
+            json!({ "updates": [{ "action": "add-schema", "schema": with(json!("abc")) }] }),
+        )
+        .await;
+    assert!(
+        r.body
+            .contains("Invalid write-default for field c: \\\"abc\\\" is not a value of type int"),
+        "{}",
+        r.body
+    );
+    r.error(400, "BadRequestException");
+    let r = s
+        .create_table_with(&["db"], json!({ "name": "x", "schema": with(json!(1.5)) }))
+        .await;
+    assert!(
+        r.body.contains("Invalid write-default for field c"),
+        "{}",
+        r.body
+    );
+    r.error(400, "BadRequestException");
+    let mut view = view_body("v2", &["db"], "SELECT 1");
+    view["schema"] = with(json!("abc"));
+    let r = s.post(&views_url(&["db"]), &view).await;
+    assert!(
+        r.body.contains("Invalid write-default for field c"),
+        "{}",
+        r.body
+    );
+    r.error(400, "BadRequestException");
+    s.assert_unchanged(&before, "a default not of its type")
+        .await;
+
+    // A default of the field's type is kept, and read back.
+    s.commit(
+        &["db"],
+        "t",
+        json!({ "updates": [{ "action": "add-schema", "schema": with(json!(7)) }] }),
+    )
+    .await
+    .ok(200);
+    let loaded = s.load_table(&["db"], "t").await;
+    let kept = loaded["metadata"]["schemas"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "c")
+        .unwrap()["write-default"]
+        .clone();
+    assert_eq!(kept, json!(7));
+}
+
 /// A namespace's `location` places the tables created in it: it is checked when it is
 /// set, as a table's location is (it used to be kept, and every later create there failed).
 #[tokio::test]
