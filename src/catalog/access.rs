@@ -418,6 +418,8 @@ impl Catalog {
         catalog: &str,
         name: &str,
     ) -> CatalogResult<()> {
+        // A missing catalog is named as such (its roles would be "missing" too).
+        self.get_catalog(catalog).await?;
         ctx.require(
             catalog,
             Privilege::CATALOG_MANAGE_ACCESS,
@@ -454,6 +456,7 @@ impl Catalog {
         catalog_role: &str,
         assign: bool,
     ) -> CatalogResult<()> {
+        self.get_catalog(catalog).await?;
         ctx.require(
             catalog,
             Privilege::CATALOG_MANAGE_ACCESS,

@@ -1074,6 +1074,23 @@ async fn entities_update_by_version_and_list_who_holds_a_role() {
     root.get(&format!("{MGMT}/principal-roles/nope/principals"))
         .await
         .error_status(404);
+    // A catalog role of a catalog that does not exist: the 404 names the catalog.
+    for r in [
+        root.put(
+            &format!("{MGMT}/principal-roles/p_role/catalog-roles/nocat"),
+            &json!({"catalogRole": {"name": "p_role"}}),
+        )
+        .await,
+        root.delete(&format!("{MGMT}/catalogs/nocat/catalog-roles/p_role"))
+            .await,
+    ] {
+        assert!(
+            r.body.contains("Catalog does not exist: nocat"),
+            "{}",
+            r.body
+        );
+        r.error_status(404);
+    }
     // Created roles come back in the 201 (Polaris's CLI reads them).
     let created = root
         .post(
