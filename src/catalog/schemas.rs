@@ -148,14 +148,19 @@ pub fn check_format(schema: &Schema, version: FormatVersion) -> CatalogResult<()
 /// it names a default at all (a byte search, so no other body pays for a second parse).
 /// A field is any object with a numeric `id`, a string `name` and a `type` that parses
 /// as an Iceberg type: property maps, whose values are all strings, never look like one.
-/// Text that is not JSON is left to the typed parse to refuse.
+/// Called only on text the typed parse took.
 pub fn check_default_text(body: &[u8]) -> CatalogResult<()> {
     if memchr::memmem::find(body, b"-default\"").is_none() {
         return Ok(());
     }
     match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(value) => check_default_value(&value),
-        Err(_) => Ok(()),
+        // Called once the typed parse took the text, which skips unknown keys at any
+        // depth: the plain parse can then fail only past its 128 levels. Refused, or
+        // such a key would hide a default from this check.
+        Err(e) => Err(CatalogError::bad_request(format!(
+            "The body cannot be read as plain JSON to check its defaults: {e}"
+        ))),
     }
 }
 
@@ -176,6 +181,13 @@ fn check_default_value(value: &serde_json::Value) -> CatalogResult<()> {
                 let Some(default) = map.get(kind).filter(|value| !value.is_null()) else {
                     continue;
                 };
+                if let Type::Primitive(PrimitiveType::TimestampNs | PrimitiveType::TimestamptzNs) =
+                    ty
+                {
+                    return Err(CatalogError::bad_request(format!(
+                        "Invalid {kind} for field {name}: a default of a nanosecond timestamp is not supported yet (iceberg-rust, which Floe keeps schemas with, cannot read one)"
+                    )));
+                }
                 if !default_fits(default, &ty) {
                     let mut shown = default.to_string();
                     if shown.len() > 64 {
@@ -201,12 +213,29 @@ fn default_fits(value: &serde_json::Value, ty: &Type) -> bool {
     use serde_json::Value;
     let fits = |value: &Value, ty: &Type| value.is_null() || default_fits(value, ty);
     match (ty, value) {
-        (Type::Primitive(_), _) => {
-            matches!(Literal::try_from_json(value.clone(), ty), Ok(Some(_)))
+        // iceberg-rust's decimal parser also takes `NaN` and `Infinity` (and keeps a
+        // number that is neither): only digits, a sign, a point and an exponent pass.
+        (Type::Primitive(PrimitiveType::Decimal { .. }), Value::String(text))
+            if !(text
+                .trim_start_matches(['+', '-'])
+                .starts_with(|c: char| c.is_ascii_digit())
+                && text
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || "+-.eE".contains(c))) =>
+        {
+            false
         }
+        (Type::Primitive(_), _) => match Literal::try_from_json(value.clone(), ty) {
+            // A float past f32's range becomes infinite, and is written back as null.
+            Ok(Some(Literal::Primitive(PrimitiveLiteral::Float(f)))) => f.is_finite(),
+            Ok(Some(Literal::Primitive(PrimitiveLiteral::Double(f)))) => f.is_finite(),
+            Ok(Some(_)) => true,
+            _ => false,
+        },
         (Type::Struct(fields), Value::Object(members)) => members.iter().all(|(id, member)| {
+            // iceberg-rust looks a member up by the id's exact text (not `+2` nor `02`).
             (fields.fields().iter())
-                .find(|field| id.parse() == Ok(field.id))
+                .find(|field| *id == field.id.to_string())
                 .is_some_and(|field| fits(member, &field.field_type))
         }),
         (Type::List(list), Value::Array(items)) => {
@@ -316,6 +345,14 @@ mod tests {
             ("3000000000", r#""int""#),
             ("1", r#""string""#),
             (r#""2024-13-45""#, r#""date""#),
+            (r#""NaN""#, r#""decimal(9,2)""#),
+            (r#""Infinity""#, r#""decimal(9,2)""#),
+            ("1e39", r#""float""#),
+            (r#""2024-01-01T00:00:00.000000001""#, r#""timestamp_ns""#),
+            (
+                r#"{"+2": 1}"#,
+                r#"{"type": "struct", "fields": [{"id": 2, "name": "i", "required": false, "type": "int"}]}"#,
+            ),
             (
                 r#"{"2": "x"}"#,
                 r#"{"type": "struct", "fields": [{"id": 2, "name": "i", "required": false, "type": "int"}]}"#,
@@ -352,6 +389,8 @@ mod tests {
             ("null", r#""int""#),
             (r#""abc""#, r#""string""#),
             (r#""2024-01-31""#, r#""date""#),
+            (r#""-14.20""#, r#""decimal(9,2)""#),
+            ("1.5", r#""float""#),
             (
                 r#"{"2": 7}"#,
                 r#"{"type": "struct", "fields": [{"id": 2, "name": "i", "required": false, "type": "int"}]}"#,
@@ -383,6 +422,15 @@ mod tests {
         let properties =
             r#"{"properties": {"id": "1", "name": "n", "type": "int", "write-default": "abc"}}"#;
         check_default_text(properties.as_bytes()).unwrap();
+        // A default hidden past the plain parse's depth by a deeply nested other key.
+        let deep = format!(
+            r#"{{"junk": {}1{}, "f": {}}}"#,
+            "[".repeat(200),
+            "]".repeat(200),
+            field(r#""abc""#, r#""int""#)
+        );
+        let error = check_default_text(deep.as_bytes()).unwrap_err().to_string();
+        assert!(error.contains("cannot be read as plain JSON"), "{error}");
         // A long value is cut in the message.
         let long = format!(r#""{}""#, "é".repeat(100));
         let error = check_default_text(field(&long, r#""int""#).as_bytes())
