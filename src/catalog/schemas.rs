@@ -226,9 +226,9 @@ fn default_fits(value: &serde_json::Value, ty: &Type) -> bool {
             false
         }
         (Type::Primitive(_), _) => match Literal::try_from_json(value.clone(), ty) {
-            // A float past f32's range becomes infinite, and is written back as null.
+            // A float past f32's range becomes infinite, and is written back as null (a
+            // double cannot: serde_json refuses a number past f64's range).
             Ok(Some(Literal::Primitive(PrimitiveLiteral::Float(f)))) => f.is_finite(),
-            Ok(Some(Literal::Primitive(PrimitiveLiteral::Double(f)))) => f.is_finite(),
             Ok(Some(_)) => true,
             _ => false,
         },
