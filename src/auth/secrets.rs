@@ -45,6 +45,15 @@ fn hash(secret: &str, salt: &str) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A secret's tag in tokens: 64 bits of a digest of its stored hash.
+fn tag(stored_hash: &str) -> String {
+    let digest = Sha256::new()
+        .chain_update(b"floe-token-tag:")
+        .chain_update(stored_hash.as_bytes())
+        .finalize();
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 impl SecretHashes {
     pub fn new(secret: &str) -> Self {
         let salt = random_hex(16);
@@ -64,6 +73,27 @@ impl SecretHashes {
             .as_ref()
             .is_some_and(|s| candidate.as_bytes().ct_eq(s.as_bytes()).into());
         main | secondary
+    }
+
+    /// The tag of the secret `secret` is, main or secondary, for the tokens issued with
+    /// it (`None` if it is neither): a short digest of its stored hash, so a token names
+    /// its secret without carrying anything a secret could be found from.
+    pub fn tag_for(&self, secret: &str) -> Option<String> {
+        let candidate = hash(secret, &self.salt);
+        let main: bool = candidate.as_bytes().ct_eq(self.main.as_bytes()).into();
+        let secondary = self
+            .secondary
+            .as_ref()
+            .is_some_and(|s| bool::from(candidate.as_bytes().ct_eq(s.as_bytes())));
+        (main || secondary).then(|| tag(&candidate))
+    }
+
+    /// Whether `tag` names the main or the secondary secret: a token issued with a
+    /// secret stays valid while the secret does (until a reset, or a second rotation).
+    pub fn holds_tag(&self, tag_of_token: &str) -> bool {
+        let held = std::iter::once(&self.main).chain(&self.secondary);
+        held.map(|h| tag(h))
+            .any(|t| bool::from(t.as_bytes().ct_eq(tag_of_token.as_bytes())))
     }
 
     /// A new main secret; the current main becomes the secondary.
@@ -98,5 +128,16 @@ mod tests {
         assert!(rotated.matches("new") && rotated.matches(&secret));
         let reset = SecretHashes::reset("newer");
         assert!(reset.matches("newer") && !reset.matches("new"));
+        // Tokens name their secret: valid through one rotation, not through a reset.
+        let first = hashes.tag_for(&secret).unwrap();
+        assert_eq!(hashes.tag_for("wrong"), None);
+        assert!(hashes.holds_tag(&first));
+        assert!(rotated.holds_tag(&first));
+        let second = rotated.tag_for("new").unwrap();
+        assert_ne!(first, second);
+        assert!(!rotated.rotate("third").holds_tag(&first));
+        assert!(rotated.rotate("third").holds_tag(&second));
+        assert!(!reset.holds_tag(&first) && !reset.holds_tag(&second));
+        assert!(!hashes.holds_tag(""));
     }
 }

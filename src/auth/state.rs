@@ -57,6 +57,12 @@ pub struct SigningKey {
     /// The HMAC secret, base64. Never leaves the store and the server's memory.
     pub secret: String,
     pub created_ms: i64,
+    /// Set when a newer key replaced this one: when the last token it could rightly have
+    /// signed expires. Past it the key verifies nothing, whether or not a later rotation
+    /// has removed it yet, and no token it signed may claim to expire later (a leaked
+    /// key's forgeries die one lifetime after the rotation meant to end them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_after_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,6 +134,14 @@ impl SecurityState {
     /// still be valid; until then tokens it signed keep verifying.
     pub fn rotate_signing_key(&mut self, key: SigningKey, max_token_lifetime_ms: i64) {
         let now = key.created_ms;
+        for replaced in &mut self.signing_keys {
+            let retired = now.saturating_add(max_token_lifetime_ms);
+            replaced.retired_after_ms = Some(
+                replaced
+                    .retired_after_ms
+                    .map_or(retired, |t| t.min(retired)),
+            );
+        }
         self.signing_keys.insert(0, key);
         let successors: Vec<i64> = self.signing_keys.iter().map(|k| k.created_ms).collect();
         let mut index = 0;
@@ -225,6 +239,7 @@ mod tests {
             kid: kid.into(),
             secret: String::new(),
             created_ms: at,
+            retired_after_ms: None,
         };
         let kids = |s: &SecurityState| -> Vec<String> {
             s.signing_keys.iter().map(|k| k.kid.clone()).collect()
@@ -246,6 +261,17 @@ mod tests {
         );
         s.rotate_signing_key(key("k5", 5_000), 100);
         assert_eq!(kids(&s), ["k5", "k4"]);
+        // Each replaced key knows when its last rightful token expires: one lifetime after
+        // the first rotation that replaced it.
+        let retired = |kid: &str| {
+            s.signing_keys
+                .iter()
+                .find(|k| k.kid == kid)
+                .unwrap()
+                .retired_after_ms
+        };
+        assert_eq!(retired("k4"), Some(5_100));
+        assert_eq!(retired("k5"), None);
     }
 
     use super::*;

@@ -26,6 +26,12 @@ pub struct Claims {
     pub client_id: String,
     /// The principal roles this token acts with, space-separated.
     pub scope: String,
+    /// Which of the principal's secrets the token was issued with
+    /// (`SecretHashes::tag_for`): the token is valid while that secret is, so a reset
+    /// ends the tokens of the secrets it replaced. Empty in tokens issued before it
+    /// existed, which are taken until they expire but never exchanged for new ones.
+    #[serde(default, rename = "sec", skip_serializing_if = "String::is_empty")]
+    pub secret_tag: String,
 }
 
 impl Claims {
@@ -87,6 +93,11 @@ pub fn verify(state: &SecurityState, token: &str, now_s: i64) -> Result<Claims, 
     if claims.exp <= now_s {
         return Err(TokenError::Expired);
     }
+    // A replaced key signed nothing that expires after its last rightful token: once
+    // that one has expired, so has everything it verifies.
+    if (key.retired_after_ms).is_some_and(|retired| claims.exp.saturating_mul(1000) > retired) {
+        return Err(TokenError::BadSignature);
+    }
     Ok(claims)
 }
 
@@ -109,6 +120,7 @@ mod tests {
                 kid: kid.into(),
                 secret: new_signing_key(),
                 created_ms: 0,
+                retired_after_ms: None,
             }],
             ..Default::default()
         }
@@ -123,7 +135,30 @@ mod tests {
             jti: "j".into(),
             client_id: "c".into(),
             scope: "readers writers".into(),
+            secret_tag: "t".into(),
         }
+    }
+
+    #[test]
+    fn a_replaced_key_verifies_only_what_it_could_rightly_have_signed() {
+        let mut s = state("k1");
+        let rightful = issue(&s, &claims(100)).unwrap();
+        // A forgery with the same key, claiming a far expiry.
+        let forged = issue(&s, &claims(10_000)).unwrap();
+        assert!(verify(&s, &forged, 99).is_ok());
+        // Replaced at 50 s, tokens living 60 s at most: k1's last rightful token expires
+        // at 110 s.
+        s.rotate_signing_key(
+            SigningKey {
+                kid: "k2".into(),
+                secret: new_signing_key(),
+                created_ms: 50_000,
+                retired_after_ms: None,
+            },
+            60_000,
+        );
+        assert_eq!(verify(&s, &rightful, 99).unwrap(), claims(100));
+        assert_eq!(verify(&s, &forged, 99), Err(TokenError::BadSignature));
     }
 
     #[test]

@@ -105,11 +105,24 @@ fn replace_properties(
     Ok(())
 }
 
-fn with_credentials(p: &PrincipalRecord, secret: &str) -> serde_json::Value {
-    serde_json::json!({
+/// A new secret's answer, and the outcome an idempotent retry of its request replays:
+/// the same answer without the secret, which is shown once and never stored in the clear
+/// (`clientSecret` is optional in Polaris's `PrincipalWithCredentials`). A client that
+/// lost the first answer resets the secret.
+fn with_credentials(
+    p: &PrincipalRecord,
+    secret: &str,
+    status: u16,
+) -> (serde_json::Value, Outcome) {
+    let answer = serde_json::json!({
         "principal": principal_view(p),
         "credentials": { "clientId": p.client_id, "clientSecret": secret },
-    })
+    });
+    let body = serde_json::json!({
+        "principal": principal_view(p),
+        "credentials": { "clientId": p.client_id },
+    });
+    (answer, Outcome::Json { status, body })
 }
 
 impl Catalog {
@@ -222,9 +235,9 @@ impl Catalog {
                 updated_ms: now,
                 version: 1,
             };
-            let body = with_credentials(&record, &secret);
+            let answer = with_credentials(&record, &secret, 201);
             state.principals.insert(name.to_string(), record);
-            Ok((body.clone(), Outcome::Json { status: 201, body }))
+            Ok(answer)
         })
         .await
     }
@@ -268,8 +281,7 @@ impl Catalog {
             };
             p.version += 1;
             p.updated_ms = now_ms();
-            let body = with_credentials(p, &secret);
-            Ok((body.clone(), Outcome::Json { status: 200, body }))
+            Ok(with_credentials(p, &secret, 200))
         })
         .await
     }

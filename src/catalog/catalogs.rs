@@ -4,7 +4,7 @@
 //! catalog with a `connectionConfigInfo`, served from a remote catalog) is refused.
 
 use super::error::{catalog_missing, CatalogError, CatalogResult};
-use super::locations::{allowed_bases, DEFAULT_BASE_LOCATION};
+use super::locations::{allowed_bases, catalog_base, check_allowed, DEFAULT_BASE_LOCATION};
 use super::{new_catalog_id, Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{Draft, Operation};
@@ -216,6 +216,20 @@ impl Catalog {
         }
         validate_storage_config(&updated.storage_config, &updated.properties)?;
         allowed_bases(&updated)?;
+        // Where the catalog's files may lie, and with which keys they are reached, is the
+        // service admin's to change: a catalog admin who could widen them would reach
+        // another catalog's files, or the server's own keys, through vended credentials.
+        // A base moved within the locations already allowed widens nothing.
+        let widened = updated.storage_config != current.storage_config
+            || check_allowed(&current, catalog_base(&updated)).is_err();
+        if widened {
+            ctx.require_service_admin().map_err(|_| {
+                CatalogError::Forbidden(format!(
+                    "Principal '{}' is not authorized to change where catalog {name} keeps its files: storageConfigInfo, and a {DEFAULT_BASE_LOCATION} outside its allowed locations, need the service_admin role",
+                    ctx.principal.name
+                ))
+            })?;
+        }
         updated.version = current.version + 1;
         updated.updated_ms = now_ms();
         let outcome = Outcome::Catalog {

@@ -12,7 +12,6 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
 use super::error::{CatalogError, CatalogResult};
-use super::locations::check_allowed;
 use super::tables::SnapshotsMode;
 use super::{Catalog, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
@@ -42,8 +41,6 @@ pub struct TableConfig {
 #[derive(Deserialize)]
 struct FileLocations {
     location: String,
-    #[serde(default)]
-    properties: HashMap<String, String>,
 }
 
 /// What a path segment keeps unescaped: RFC 3986's unreserved characters.
@@ -180,22 +177,14 @@ impl Catalog {
         Ok(AccessLevel::Read)
     }
 
-    /// Where a table's files are: its location, and its `write.data.path` when that lies
-    /// in the catalog's allowed locations (the metadata path is inside the location).
-    fn file_locations(
-        record: &CatalogRecord,
-        metadata: &str,
-    ) -> CatalogResult<(String, Vec<ObjectLocation>)> {
+    /// Where a table's files are, as far as its credentials and signatures reach: its
+    /// location, which the store keeps from overlapping any other object's (and which
+    /// holds its metadata path, `locations::metadata_dir`). Not its `write.data.path`:
+    /// nothing keeps that from naming another table's directory, and a caller who may set
+    /// a table's properties could then reach that table's files through its own.
+    fn file_locations(metadata: &str) -> CatalogResult<(String, Vec<ObjectLocation>)> {
         let doc: FileLocations = serde_json::from_str(metadata).map_err(CatalogError::internal)?;
-        let mut locations = vec![parse_object(&doc.location)?];
-        if let Some(data) = doc.properties.get("write.data.path") {
-            if check_allowed(record, data).is_ok() {
-                let data = parse_object(data)?;
-                if !locations.iter().any(|l| l.canonical() == data.canonical()) {
-                    locations.push(data);
-                }
-            }
-        }
+        let locations = vec![parse_object(&doc.location)?];
         Ok((doc.location, locations))
     }
 
@@ -268,7 +257,7 @@ impl Catalog {
         }
         let level = self.data_access(ctx, catalog, ident)?;
         if vend {
-            let (location, locations) = Self::file_locations(record, metadata)?;
+            let (location, locations) = Self::file_locations(metadata)?;
             let credential = self
                 .vend(record, &s3, Some(ident), location, &locations, level)
                 .await?;
@@ -356,7 +345,7 @@ impl Catalog {
         let record = self.get_catalog(catalog).await?;
         match StorageConfig::of(&record.storage_config) {
             StorageConfig::S3(s3) if s3.can_vend() => {
-                let (location, locations) = Self::file_locations(&record, &table.metadata)?;
+                let (location, locations) = Self::file_locations(&table.metadata)?;
                 Ok(vec![
                     self.vend(&record, &s3, Some(ident), location, &locations, level)
                         .await?,
@@ -384,7 +373,7 @@ impl Catalog {
                 "Catalog {catalog} is not on S3 storage: there is nothing to sign"
             )));
         };
-        let (_, locations) = Self::file_locations(&record, &table.metadata)?;
+        let (_, locations) = Self::file_locations(&table.metadata)?;
         let refuse = |r: Refusal| match r {
             Refusal::BadRequest(m) => CatalogError::bad_request(m),
             Refusal::Forbidden(m) => CatalogError::Forbidden(m),

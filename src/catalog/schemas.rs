@@ -213,15 +213,10 @@ fn default_fits(value: &serde_json::Value, ty: &Type) -> bool {
     use serde_json::Value;
     let fits = |value: &Value, ty: &Type| value.is_null() || default_fits(value, ty);
     match (ty, value) {
-        // iceberg-rust's decimal parser also takes `NaN` and `Infinity` (and keeps a
-        // number that is neither): only digits, a sign, a point and an exponent pass.
-        (Type::Primitive(PrimitiveType::Decimal { .. }), Value::String(text))
-            if !(text
-                .trim_start_matches(['+', '-'])
-                .starts_with(|c: char| c.is_ascii_digit())
-                && text
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || "+-.eE".contains(c))) =>
+        // iceberg-rust's decimal parser also takes `NaN` and `Infinity`, and rounds a
+        // value to the type's scale; the spec (and Java) want the scale written exactly.
+        (Type::Primitive(PrimitiveType::Decimal { scale, .. }), Value::String(text))
+            if !decimal_text_fits(text, *scale) =>
         {
             false
         }
@@ -251,6 +246,30 @@ fn default_fits(value: &serde_json::Value, ty: &Type) -> bool {
         },
         _ => false,
     }
+}
+
+/// Whether `text` is a decimal in the spec's single-value form for a type of `scale`: an
+/// optional sign, digits with an optional point and fraction, an optional exponent; its
+/// scale (fraction digits less the exponent, as Java's `BigDecimal` counts it) exactly
+/// the type's. (Too many digits for the precision: `unwritable_primitive`.)
+fn decimal_text_fits(text: &str, scale: u32) -> bool {
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let (number, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((number, exponent)) => match exponent.parse::<i64>() {
+            Ok(exponent) => (number, exponent),
+            Err(_) => return false,
+        },
+        None => (unsigned, 0),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+    if number.is_empty() || number == "." || !digits(whole) || !digits(fraction) {
+        return false;
+    }
+    i64::try_from(fraction.len())
+        .ok()
+        .and_then(|digits| digits.checked_sub(exponent))
+        == Some(i64::from(scale))
 }
 
 /// Why iceberg-rust could not write `literal` of type `ty` back as text, if it could not:
@@ -301,8 +320,8 @@ fn unwritable_primitive(value: &PrimitiveLiteral, ty: &PrimitiveType) -> Option<
         (PrimitiveType::TimestamptzNs, PrimitiveLiteral::Long(nanos)) => {
             (*nanos < 0 && nanos % NANOS != 0).then_some(fraction)
         }
-        // iceberg-rust rounds a default's text to the scale and keeps it whatever its
-        // digits: `123456.789` in a decimal(3, 1).
+        // iceberg-rust keeps a default's value whatever its digits: `123456.7` in a
+        // decimal(3, 1).
         (PrimitiveType::Decimal { precision, .. }, PrimitiveLiteral::Int128(unscaled)) => {
             let most = 10u128.checked_pow(*precision).unwrap_or(u128::MAX);
             (unscaled.unsigned_abs() >= most).then_some("it has more digits than its precision")
@@ -347,6 +366,13 @@ mod tests {
             (r#""2024-13-45""#, r#""date""#),
             (r#""NaN""#, r#""decimal(9,2)""#),
             (r#""Infinity""#, r#""decimal(9,2)""#),
+            (r#""1.5""#, r#""decimal(9,2)""#),
+            (r#""1.505""#, r#""decimal(9,2)""#),
+            (r#""1.50e1""#, r#""decimal(9,2)""#),
+            (r#"".""#, r#""decimal(9,0)""#),
+            (r#""1e-9223372036854775808""#, r#""decimal(9,0)""#),
+            (r#""1.00""#, r#""decimal(9,0)""#),
+            ("1.50", r#""decimal(9,2)""#),
             ("1e39", r#""float""#),
             (r#""2024-01-01T00:00:00.000000001""#, r#""timestamp_ns""#),
             (
@@ -390,6 +416,11 @@ mod tests {
             (r#""abc""#, r#""string""#),
             (r#""2024-01-31""#, r#""date""#),
             (r#""-14.20""#, r#""decimal(9,2)""#),
+            (r#""+0.00""#, r#""decimal(1,2)""#),
+            (r#""1234.56""#, r#""decimal(6,2)""#),
+            (r#""0001234.56""#, r#""decimal(6,2)""#),
+            (r#""12""#, r#""decimal(2,0)""#),
+            (r#""1.2345E+2""#, r#""decimal(9,2)""#),
             ("1.5", r#""float""#),
             (
                 r#"{"2": 7}"#,

@@ -252,6 +252,7 @@ impl Catalog {
                         kid: random_hex(8),
                         secret: new_signing_key(),
                         created_ms: now,
+                        retired_after_ms: None,
                     });
                 }
                 state
@@ -291,11 +292,13 @@ impl Catalog {
 
     /// A new signing key for Floe's tokens (service_admin only). Tokens signed with
     /// the previous keys verify until they expire (`token_lifetime` being the longest
-    /// any node issues); then those keys are retired by a later rotation.
+    /// any node issues); then those keys are retired by a later rotation. With
+    /// `retire_previous`, the previous keys go at once, and every token with them.
     pub async fn rotate_signing_key(
         &self,
         ctx: &RequestContext,
         token_lifetime: Duration,
+        retire_previous: bool,
     ) -> CatalogResult<serde_json::Value> {
         ctx.require_service_admin()?;
         let kid = random_hex(8);
@@ -306,9 +309,13 @@ impl Catalog {
                     kid: kid.clone(),
                     secret: secret.clone(),
                     created_ms: now_ms(),
+                    retired_after_ms: None,
                 },
                 token_lifetime.as_millis() as i64,
             );
+            if retire_previous {
+                state.signing_keys.truncate(1);
+            }
             let body = serde_json::json!({
                 "kid": kid,
                 "verifying": state.signing_keys.iter().map(|k| &k.kid).collect::<Vec<_>>(),
@@ -357,7 +364,7 @@ impl Catalog {
             ));
         }
         let now_s = now_ms() / 1000;
-        let (principal, held): (&PrincipalRecord, Vec<String>) = match (
+        let (principal, held, secret_tag): (&PrincipalRecord, Vec<String>, String) = match (
             &request.client_id,
             &request.client_secret,
             &request.subject_token,
@@ -365,23 +372,27 @@ impl Catalog {
             // Client credentials, also when sent with a token exchange (a client that
             // refreshes by logging in again).
             (Some(id), Some(secret), _) => {
-                let principal = state
+                let (principal, tag) = state
                     .principal_by_client_id(id)
-                    .filter(|p| p.secret.matches(secret))
+                    .and_then(|p| Some((p, p.secret.tag_for(secret)?)))
                     .ok_or_else(|| {
                         OAuthError::new(401, "unauthorized_client", "The client is not authorized")
                     })?;
                 (
                     principal,
                     principal.principal_roles.iter().cloned().collect(),
+                    tag,
                 )
             }
             (_, _, Some(subject)) if grant == TOKEN_EXCHANGE => {
                 let claims = tokens::verify(state, subject, now_s)
                     .map_err(|_| OAuthError::new(400, "invalid_grant", "The grant is invalid"))?;
+                // Only while the secret the token was issued with is valid: a token from
+                // before secrets were named, or from reset credentials, is not renewed.
                 let principal = state
                     .principals
                     .get(&claims.sub)
+                    .filter(|p| !claims.secret_tag.is_empty() && issued_to(p, &claims))
                     .ok_or_else(|| OAuthError::new(400, "invalid_grant", "The grant is invalid"))?;
                 // A refreshed token carries no more roles than the one it replaces.
                 let held = claims
@@ -389,7 +400,7 @@ impl Catalog {
                     .into_iter()
                     .filter(|r| principal.principal_roles.contains(r))
                     .collect();
-                (principal, held)
+                (principal, held, claims.secret_tag)
             }
             _ => {
                 return Err(OAuthError::new(
@@ -410,6 +421,7 @@ impl Catalog {
             jti: uuid::Uuid::new_v4().to_string(),
             client_id: principal.client_id.clone(),
             scope: roles.join(" "),
+            secret_tag,
         };
         let access_token = tokens::issue(state, &claims)
             .map_err(|e| OAuthError::new(500, "server_error", e.to_string()))?;
@@ -498,6 +510,14 @@ impl Catalog {
                         "The access token's principal no longer exists".into(),
                     )
                 })?;
+                // A token from before secrets were named in tokens is taken until it
+                // expires (one lifetime after an upgrade), but never renewed (above).
+                let legacy = claims.secret_tag.is_empty() && claims.client_id == record.client_id;
+                if !(legacy || issued_to(record, &claims)) {
+                    return Err(CatalogError::Unauthorized(
+                        "The access token was issued with credentials that are no longer valid (reset, or the principal was dropped and created again)".into(),
+                    ));
+                }
                 let roles = claims
                     .roles()
                     .into_iter()
@@ -562,6 +582,12 @@ impl Catalog {
 
 /// Set on a principal created from an external token: the issuer that named it.
 pub const EXTERNAL_PRINCIPAL_PROPERTY: &str = "floe.identity-provider";
+
+/// Whether `claims` were issued to this very principal (its client id: not to another
+/// of the same name, dropped since) with a secret it still holds.
+fn issued_to(principal: &PrincipalRecord, claims: &Claims) -> bool {
+    claims.client_id == principal.client_id && principal.secret.holds_tag(&claims.secret_tag)
+}
 
 fn external_refusal(e: &OidcError) -> String {
     match e {

@@ -29,7 +29,7 @@ use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
 use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
-use crate::store::{Mutation, ObjectWrite, StoredObject};
+use crate::store::{Mutation, ObjectWrite, StoreError, StoredObject};
 
 /// The body of a create-table request.
 #[derive(Debug, Deserialize)]
@@ -177,6 +177,10 @@ impl Catalog {
         request: CreateTable,
     ) -> CatalogResult<(LoadedTable, TableConfig)> {
         let ident = Ident::new(namespace.clone(), request.name)?;
+        // First: nothing (the namespace's existence, the allowed locations, a call to
+        // STS) for a caller who may not create here.
+        let parent = Securable::namespace(namespace);
+        ctx.require(catalog, Privilege::TABLE_CREATE, &parent)?;
         let record = self.get_catalog(catalog).await?;
         let namespace_properties = self.namespace_properties(catalog, namespace).await?;
         let location = match request.location {
@@ -200,16 +204,26 @@ impl Catalog {
         super::commit_checks::check_built(&built.metadata)?;
         let (metadata, changes) = (built.metadata, built.changes);
         let json = metadata_json(&metadata)?;
-        let config = self.table_config_in(ctx, &record, &ident, &json).await?;
         if request.stage_create {
-            let parent = Securable::namespace(namespace);
-            ctx.require(catalog, Privilege::TABLE_CREATE, &parent)?;
             require_internal(&record, ObjectKind::Table, "create")?;
             // Nothing is stored until the client commits the create; the name must be
-            // free now, and is checked again then.
+            // free now, and is checked again then. So must the location, before any
+            // credentials are vended for it: they would reach the files of the object
+            // it overlaps.
             if let Some(existing) = self.store.load_object(catalog, &ident).await? {
                 return Err(object_exists(ObjectKind::Table, existing.kind, &ident));
             }
+            let store = &self.store;
+            if let Some(other) = store
+                .overlapping_object(record.id, &canonical, &ident)
+                .await?
+            {
+                let location = canonical.clone();
+                return Err(StoreError::LocationOverlap { location, other }.into());
+            }
+        }
+        let config = self.table_config_in(ctx, &record, &ident, &json).await?;
+        if request.stage_create {
             let staged = LoadedTable {
                 metadata_location: None,
                 metadata: json.into(),

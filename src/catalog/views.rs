@@ -87,6 +87,10 @@ impl Catalog {
         request: CreateView,
     ) -> CatalogResult<LoadedView> {
         let ident = Ident::new(namespace.clone(), request.name)?;
+        // First: nothing (the namespace's existence, the allowed locations) for a caller
+        // who may not create here.
+        let parent = Securable::namespace(namespace);
+        ctx.require(catalog, Privilege::VIEW_CREATE, &parent)?;
         let record = self.get_catalog(catalog).await?;
         let namespace_properties = self.namespace_properties(catalog, namespace).await?;
         let location = match request.location {

@@ -8,11 +8,14 @@
 //! - A final rejection (a deterministic 4xx) is recorded here, after the handler; 5xx,
 //!   401, 403, 408, 419 and 429 are not final and are not recorded.
 //! - The same key with another method, path, query or body is a 422, as the IETF
-//!   Idempotency-Key draft says (the Iceberg spec names no status for it).
+//!   Idempotency-Key draft says (the Iceberg spec names no status for it). So is the same
+//!   request from another principal: a key is its sender's, and a replay never hands one
+//!   principal what another was answered (before any privilege check would run).
 //! - Two requests with one key at once: the second finds the key taken when it tries to
 //!   commit (nothing of it is applied) and answers with the first one's outcome.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{to_bytes, Body};
@@ -26,7 +29,7 @@ use super::context::RequestId;
 use super::error::ApiError;
 use super::outcome::render;
 use super::AppState;
-use crate::catalog::context::{IdempotencyKey, RequestContext};
+use crate::catalog::context::{IdempotencyKey, Principal, RequestContext};
 use crate::catalog::{Outcome, IDEMPOTENCY_GRACE};
 use crate::model::now_ms;
 use crate::store::IdempotencyRecord;
@@ -137,7 +140,9 @@ where
         Ok(body) => body,
         Err(_) => return ApiError::payload_too_large().into_response(),
     };
-    let fingerprint = fingerprint(&parts.method, &parts.uri, &body);
+    let principal = parts.extensions.get::<Arc<Principal>>();
+    let sender = principal.map_or("", |p| p.name.as_str());
+    let fingerprint = fingerprint(sender, &parts.method, &parts.uri, &body);
     match state.catalog.idempotency_record(&key).await {
         Err(e) => return ApiError::from(e).into_response(),
         Ok(Some(record)) => return replay(&record, &fingerprint),
@@ -194,9 +199,10 @@ where
     Response::from_parts(parts, Body::from(body))
 }
 
-/// Identifies a request: method, path, query and body.
-fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &[u8]) -> String {
-    let parts: [&[u8]; 4] = [
+/// Identifies a request: its sender, method, path, query and body.
+fn fingerprint(sender: &str, method: &Method, uri: &axum::http::Uri, body: &[u8]) -> String {
+    let parts: [&[u8]; 5] = [
+        sender.as_bytes(),
         method.as_str().as_bytes(),
         uri.path().as_bytes(),
         uri.query().unwrap_or("").as_bytes(),
@@ -244,12 +250,13 @@ mod tests {
     #[test]
     fn fingerprints_tell_requests_apart() {
         let uri: axum::http::Uri = "/v1/a/namespaces".parse().unwrap();
-        let a = fingerprint(&Method::POST, &uri, b"{}");
-        assert_eq!(a, fingerprint(&Method::POST, &uri, b"{}"));
-        assert_ne!(a, fingerprint(&Method::POST, &uri, b"{ }"));
-        assert_ne!(a, fingerprint(&Method::DELETE, &uri, b"{}"));
+        let a = fingerprint("p", &Method::POST, &uri, b"{}");
+        assert_eq!(a, fingerprint("p", &Method::POST, &uri, b"{}"));
+        assert_ne!(a, fingerprint("p", &Method::POST, &uri, b"{ }"));
+        assert_ne!(a, fingerprint("p", &Method::DELETE, &uri, b"{}"));
+        assert_ne!(a, fingerprint("q", &Method::POST, &uri, b"{}"));
         let other: axum::http::Uri = "/v1/b/namespaces".parse().unwrap();
-        assert_ne!(a, fingerprint(&Method::POST, &other, b"{}"));
+        assert_ne!(a, fingerprint("p", &Method::POST, &other, b"{}"));
     }
 
     #[test]

@@ -14,7 +14,9 @@ use super::error::ApiResult;
 use super::extract::JsonBody;
 use super::outcome::render;
 use super::{AppState, Routes};
+use crate::auth::privileges::{Privilege, Securable};
 use crate::catalog::catalogs::NewCatalog;
+use crate::catalog::locations::DEFAULT_BASE_LOCATION;
 use crate::catalog::Outcome;
 use crate::model::{CatalogRecord, Properties};
 
@@ -37,9 +39,27 @@ pub fn catalog_json(catalog: &CatalogRecord) -> Value {
     })
 }
 
+/// Lists the catalogs the caller has any grant in. Those whose properties it may not
+/// read (`CATALOG_READ_PROPERTIES`, as loading one needs) are shown without them: only
+/// the base location and the storage type, the parts Polaris's `Catalog` requires, and
+/// none of the storage configuration (role, endpoints, allowed locations).
 async fn list(State(state): State<AppState>, Ctx(ctx): Ctx) -> ApiResult<Json<Value>> {
     let catalogs = state.catalog.list_catalogs(&ctx).await?;
-    let catalogs: Vec<Value> = catalogs.iter().map(catalog_json).collect();
+    let shown = |catalog: &CatalogRecord| {
+        let mut json = catalog_json(catalog);
+        let securable = &Securable::Catalog;
+        if ctx
+            .require(&catalog.name, Privilege::CATALOG_READ_PROPERTIES, securable)
+            .is_err()
+        {
+            let base = catalog.properties.get(DEFAULT_BASE_LOCATION);
+            json["properties"] = json!({ DEFAULT_BASE_LOCATION: base });
+            json["storageConfigInfo"] =
+                json!({ "storageType": catalog.storage_config["storageType"] });
+        }
+        json
+    };
+    let catalogs: Vec<Value> = catalogs.iter().map(shown).collect();
     Ok(Json(json!({ "catalogs": catalogs })))
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult};
-use super::extract::{JsonBody, OptionalJsonBody};
+use super::extract::{JsonBody, OptionalJsonBody, Params};
 use super::{AppState, Routes};
 use crate::auth::privileges::{Grant, Privilege, Securable};
 use crate::catalog::access::{principal_view, Entity, RoleView};
@@ -627,11 +627,15 @@ async fn principal_roles_holding(
 }
 
 /// `POST /api/management/v1/signing-keys/rotate` (Floe's own): new tokens are signed
-/// with a new key; tokens already issued keep working until they expire.
-async fn rotate_signing_key(State(s): State<AppState>, Ctx(ctx): Ctx) -> ApiResult<Json<Value>> {
-    let body = s
-        .catalog
-        .rotate_signing_key(&ctx, s.auth.token_lifetime)
-        .await?;
+/// with a new key; tokens already issued keep working until they expire, unless
+/// `?retirePrevious=true` (a key leaked): then every token issued so far stops working.
+async fn rotate_signing_key(
+    State(s): State<AppState>,
+    Ctx(ctx): Ctx,
+    params: Params,
+) -> ApiResult<Json<Value>> {
+    let retire = params.flag("retirePrevious")?;
+    let lifetime = s.auth.token_lifetime;
+    let body = s.catalog.rotate_signing_key(&ctx, lifetime, retire).await?;
     Ok(Json(body))
 }

@@ -568,6 +568,15 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Page<Namespace>>;
     /// `CatalogMissing` when the catalog does not exist, `None` when the object does not.
     async fn load_object(&self, catalog: &str, ident: &Ident) -> StoreResult<Option<StoredObject>>;
+    /// The table or view, other than `ident`, whose location contains `location` or lies
+    /// inside it (in any catalog): for a staged create, whose location nothing claims
+    /// before its commit, checked before credentials are vended for it.
+    async fn overlapping_object(
+        &self,
+        catalog: CatalogId,
+        location: &str,
+        ident: &Ident,
+    ) -> StoreResult<Option<Ident>>;
     /// Names of the tables or views in a namespace, ordered by name.
     async fn list_objects(
         &self,

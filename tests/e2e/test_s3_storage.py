@@ -138,6 +138,32 @@ def test_metadata_lives_on_s3_and_credentials_are_scoped_to_one_table(lake, s3_s
     assert "storage-credentials" not in plain.json() and plain.headers.get("ETag")
 
 
+def test_a_tables_data_path_never_widens_its_credentials(lake, s3_server):
+    """`write.data.path` may name any place in the catalog, another table's directory
+    included: credentials, staged creates and signatures reach only the table's own
+    location, which the catalog keeps apart from every other object's."""
+    server, root, prefix = lake
+    victim = create(root, "dp_victim")
+    victim_dir, victim_key = key_of(victim["metadata"]["location"]), key_of(victim["metadata-location"])
+    mine = create(root, "dp_mine")
+    r = root.call("POST", "/v1/lake/namespaces/ns/tables/dp_mine", {"updates": [
+        {"action": "set-properties",
+         "updates": {"write.data.path": victim["metadata"]["location"] + "/data"}}]})
+    assert r.status_code == 200, r.text
+    loaded = root.call("GET", "/v1/lake/namespaces/ns/tables/dp_mine", headers=VENDED)
+    assert loaded.status_code == 200, loaded.text
+    vended = s3_as(s3_server, creds_of(loaded.json()))
+    mine_dir = key_of(mine["metadata"]["location"])
+    vended.put_object(Bucket="lake", Key=f"{mine_dir}/data/ok", Body=b"x")
+    assert denied(lambda: vended.put_object(Bucket="lake", Key=f"{victim_dir}/data/x", Body=b"x")) == "AccessDenied"
+    assert denied(lambda: vended.get_object(Bucket="lake", Key=victim_key)) == "AccessDenied"
+    # A staged create over the victim's location is refused before anything is vended.
+    r = root.call("POST", "/v1/lake/namespaces/ns/tables",
+                  {"name": "dp_staged", "schema": SCHEMA, "stage-create": True,
+                   "location": victim["metadata"]["location"] + "/inner"}, headers=VENDED)
+    assert r.status_code == 400 and "overlaps" in r.text, r.text
+
+
 def test_privileges_decide_read_only_or_nothing(lake, s3_server):
     server, root, _ = lake
     t = create(root, "priv_t")

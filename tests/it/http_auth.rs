@@ -85,6 +85,17 @@ impl<'a> As<'a> {
     async fn delete(&self, path: &str) -> Resp {
         self.call(Method::DELETE, path, None).await
     }
+
+    /// POST with an `Idempotency-Key`.
+    async fn post_keyed(&self, path: &str, body: &Value, key: &str) -> Resp {
+        let headers = [
+            ("authorization", self.bearer.as_str()),
+            ("idempotency-key", key),
+        ];
+        self.s
+            .call_with(Method::POST, path, Some(body), &headers)
+            .await
+    }
 }
 
 const MGMT: &str = "/api/management/v1";
@@ -218,6 +229,16 @@ async fn expired_tokens_and_deleted_principals_are_401() {
     root.delete(&format!("{MGMT}/principals/temp"))
         .await
         .ok(204);
+    temp.get("/v1/config")
+        .await
+        .error(401, "NotAuthorizedException");
+    // A principal created again under the name is another: the old tokens stay refused.
+    root.post(
+        &format!("{MGMT}/principals"),
+        &json!({"principal": {"name": "temp"}}),
+    )
+    .await
+    .ok(201);
     temp.get("/v1/config")
         .await
         .error(401, "NotAuthorizedException");
@@ -865,6 +886,161 @@ async fn a_catalog_admin_cannot_reach_beyond_its_catalog() {
         .error(403, "ForbiddenException");
 }
 
+/// A catalog admin may change its catalog's properties, but not where its files lie nor
+/// the keys they are reached with: through vended credentials that would reach another
+/// catalog's files, or the server's own keys.
+#[tokio::test]
+async fn a_catalog_admin_cannot_move_its_catalogs_files() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    let admin = signed_in(
+        &root,
+        "admin_d",
+        &[
+            json!({"type": "catalog", "privilege": "CATALOG_WRITE_PROPERTIES"}),
+            json!({"type": "catalog", "privilege": "CATALOG_READ_PROPERTIES"}),
+        ],
+    )
+    .await;
+    let url = format!("{MGMT}/catalogs/default");
+    let before = root.get(&url).await.ok(200).json();
+    let version = before["entityVersion"].clone();
+    let base = before["properties"]["default-base-location"]
+        .as_str()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let mut storage = before["storageConfigInfo"].clone();
+    let parent = base.rsplit_once('/').unwrap().0;
+    storage["allowedLocations"] = json!([format!("{parent}/elsewhere")]);
+    for body in [
+        json!({ "currentEntityVersion": version, "storageConfigInfo": storage }),
+        json!({ "currentEntityVersion": version,
+                "properties": { "default-base-location": "file:///tmp/floe-another-catalog" } }),
+    ] {
+        let r = admin.put(&url, &body).await;
+        assert!(r.body.contains("service_admin"), "{}", r.body);
+        r.error(403, "ForbiddenException");
+    }
+    assert_eq!(root.get(&url).await.ok(200).json(), before);
+    // A listing shows the storage configuration only to those who may load it.
+    let reader = signed_in(
+        &root,
+        "reader_d",
+        &[json!({"type": "catalog", "privilege": "TABLE_READ_DATA"})],
+    )
+    .await;
+    let listed_by = |list: Value| {
+        let catalogs = list["catalogs"].as_array().unwrap().clone();
+        catalogs
+            .into_iter()
+            .find(|c| c["name"] == "default")
+            .unwrap()
+    };
+    let seen = listed_by(reader.get(&format!("{MGMT}/catalogs")).await.ok(200).json());
+    assert_eq!(
+        seen["storageConfigInfo"],
+        json!({ "storageType": before["storageConfigInfo"]["storageType"] })
+    );
+    assert_eq!(
+        seen["properties"],
+        json!({ "default-base-location": before["properties"]["default-base-location"] })
+    );
+    reader.get(&url).await.error(403, "ForbiddenException");
+    let seen = listed_by(admin.get(&format!("{MGMT}/catalogs")).await.ok(200).json());
+    assert_eq!(seen, before);
+    // Its properties, the same storage configuration, and a base moved within the
+    // allowed locations are its own to change.
+    let updated = admin
+        .put(
+            &url,
+            &json!({ "currentEntityVersion": version,
+                     "storageConfigInfo": before["storageConfigInfo"],
+                     "properties": { "owner": "d", "default-base-location": format!("{base}/moved") } }),
+        )
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(updated["properties"]["owner"], "d");
+    // The service admin may change the storage configuration.
+    let mut storage = updated["storageConfigInfo"].clone();
+    storage["allowedLocations"] = json!([format!("{base}/more")]);
+    root.put(
+        &url,
+        &json!({ "currentEntityVersion": updated["entityVersion"], "storageConfigInfo": storage }),
+    )
+    .await
+    .ok(200);
+}
+
+/// A retried request that made a secret replays its answer without the secret (shown
+/// once), and a key is its sender's: another principal sending the same request with it
+/// gets a 422, not the answer the first one got.
+#[tokio::test]
+async fn idempotent_retries_never_show_a_secret_twice_nor_to_another_principal() {
+    let s = secure_server().await;
+    let root = As::new(&s, &token(&s, ROOT_ID, ROOT_SECRET, "catalog").await);
+    let other = signed_in(
+        &root,
+        "bystander",
+        &[json!({"type": "catalog", "privilege": "CATALOG_READ_PROPERTIES"})],
+    )
+    .await;
+    let key = "0190c1d2-0000-7000-8000-00000000a001";
+    let create = json!({"principal": {"name": "etl"}});
+    let first = root
+        .post_keyed(&format!("{MGMT}/principals"), &create, key)
+        .await
+        .ok(201)
+        .json();
+    let secret = first["credentials"]["clientSecret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let again = root
+        .post_keyed(&format!("{MGMT}/principals"), &create, key)
+        .await;
+    assert_eq!(
+        again.header("idempotency-replayed").as_deref(),
+        Some("true")
+    );
+    let again = again.ok(201).json();
+    assert_eq!(again["principal"], first["principal"]);
+    assert_eq!(
+        again["credentials"]["clientId"],
+        first["credentials"]["clientId"]
+    );
+    assert!(
+        again["credentials"].get("clientSecret").is_none(),
+        "{again}"
+    );
+    assert!(!again.to_string().contains(&secret));
+    other
+        .post_keyed(&format!("{MGMT}/principals"), &create, key)
+        .await
+        .error(422, "UnprocessableEntityException");
+
+    let rotate = format!("{MGMT}/principals/etl/rotate");
+    let key = "0190c1d2-0000-7000-8000-00000000a002";
+    let rotated = root
+        .post_keyed(&rotate, &json!({}), key)
+        .await
+        .ok(200)
+        .json();
+    let new_secret = rotated["credentials"]["clientSecret"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let replayed = root.post_keyed(&rotate, &json!({}), key).await.ok(200);
+    assert!(!replayed.body.contains(&new_secret), "{}", replayed.body);
+    let r = other.post_keyed(&rotate, &json!({}), key).await;
+    assert!(!r.body.contains(&new_secret), "{}", r.body);
+    r.error(422, "UnprocessableEntityException");
+    // The secret the first answer showed is the one that works.
+    let id = first["credentials"]["clientId"].as_str().unwrap();
+    token(&s, id, &new_secret, "catalog").await;
+}
+
 #[tokio::test]
 async fn revocations_take_effect_on_the_next_request() {
     let s = secure_server().await;
@@ -971,8 +1147,11 @@ async fn secrets_rotate_reset_and_tokens_survive_a_restart() {
         .as_str()
         .unwrap()
         .to_string();
-    token(&s, &id, &old, "catalog").await; // the old one is the secondary now
-    token(&s, &id, &new, "catalog").await;
+    // A token lives as long as the secret it was issued with: the old one is the
+    // secondary now, so its tokens still work.
+    let with_old = As::new(&s, &token(&s, &id, &old, "catalog").await);
+    let with_new = As::new(&s, &token(&s, &id, &new, "catalog").await);
+    with_old.get("/v1/config").await.ok(200);
     // A reset makes the credentials itself: one that names its own is refused, and the
     // credentials stay as they were.
     for own in [
@@ -1001,6 +1180,30 @@ async fn secrets_rotate_reset_and_tokens_survive_a_restart() {
         )
         .await;
         assert_eq!(r.status, 401, "{}", r.body);
+    }
+    // Nor do the tokens issued with them, nor can they be exchanged for new ones.
+    for gone in [&with_old, &with_new] {
+        let r = gone.get("/v1/config").await;
+        assert!(r.body.contains("no longer valid"), "{}", r.body);
+        r.error(401, "NotAuthorizedException");
+        let subject = gone.bearer.trim_start_matches("Bearer ");
+        let r = token_response(
+            &s,
+            &[
+                (
+                    "grant_type",
+                    "urn:ietf:params:oauth:grant-type:token-exchange",
+                ),
+                ("subject_token", subject),
+                (
+                    "subject_token_type",
+                    "urn:ietf:params:oauth:token-type:access_token",
+                ),
+                ("scope", "catalog"),
+            ],
+        )
+        .await;
+        assert_eq!(r.status, 400, "{}", r.body);
     }
     let fresh = token(&s, &id, newest, "catalog").await;
     // The signing key is in the store: another server over the same data (a restart,
@@ -1151,6 +1354,38 @@ async fn rotating_the_signing_key_keeps_issued_tokens_valid() {
     let header = jsonwebtoken::decode_header(&after).unwrap();
     assert_eq!(header.kid.as_deref(), Some(kid.as_str()));
     As::new(&s, &after)
+        .get(&format!("{V1}/namespaces"))
+        .await
+        .ok(200);
+    // A leaked key: retired at once, and every token signed so far with it.
+    let newest = As::new(&s, &after);
+    newest
+        .post(
+            &format!("{MGMT}/signing-keys/rotate?retirePrevious=maybe"),
+            &json!({}),
+        )
+        .await
+        .error(400, "BadRequestException");
+    let retired = newest
+        .post(
+            &format!("{MGMT}/signing-keys/rotate?retirePrevious=true"),
+            &json!({}),
+        )
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(
+        retired["verifying"].as_array().unwrap().len(),
+        1,
+        "{retired}"
+    );
+    for old in [&root, &p, &newest] {
+        old.get(&format!("{V1}/namespaces"))
+            .await
+            .error(401, "NotAuthorizedException");
+    }
+    let fresh = token(&s, ROOT_ID, ROOT_SECRET, "catalog").await;
+    As::new(&s, &fresh)
         .get(&format!("{V1}/namespaces"))
         .await
         .ok(200);

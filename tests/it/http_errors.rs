@@ -881,6 +881,56 @@ async fn a_default_that_is_not_of_its_type_is_a_400() {
         r.body
     );
     r.error(400, "BadRequestException");
+    // Values iceberg-rust would turn into others (NaN, a rounded or infinite number) or
+    // cannot read at all (a nanosecond instant) are refused too.
+    for (ty, default, message) in [
+        (
+            "decimal(9,2)",
+            json!("NaN"),
+            "is not a value of type decimal(9, 2)",
+        ),
+        (
+            "decimal(9,2)",
+            json!("1.5"),
+            "is not a value of type decimal(9, 2)",
+        ),
+        ("float", json!(1e39), "is not a value of type float"),
+        (
+            "timestamp_ns",
+            json!("2024-01-01T00:00:00.000000001"),
+            "not supported yet",
+        ),
+    ] {
+        let mut fields = schema()["fields"].clone();
+        let mut field = field(default);
+        field["type"] = json!(ty);
+        fields.as_array_mut().unwrap().push(field);
+        let schema = json!({ "type": "struct", "fields": fields });
+        let r = s
+            .commit(
+                &["db"],
+                "t",
+                json!({ "updates": [{ "action": "add-schema", "schema": schema }] }),
+            )
+            .await;
+        assert!(r.body.contains(message), "{ty}: {}", r.body);
+        r.error(400, "BadRequestException");
+    }
+    // A body nested past what the default check can read is refused, not let through
+    // with its defaults unchecked.
+    let mut body = json!({ "name": "x", "schema": with(json!(7)) });
+    let mut deep = json!(1);
+    for _ in 0..200 {
+        deep = json!([deep]);
+    }
+    body["unknown"] = deep;
+    let r = s.create_table_with(&["db"], body).await;
+    assert!(
+        r.body.contains("cannot be read as plain JSON"),
+        "{}",
+        r.body
+    );
+    r.error(400, "BadRequestException");
     s.assert_unchanged(&before, "a default not of its type")
         .await;
 
@@ -1030,6 +1080,25 @@ async fn a_table_location_inside_another_tables_is_a_400() {
     )
     .await
     .error(400, "BadRequestException");
+    // A staged create writes nothing, but is checked as well: it would be vended
+    // credentials for outer's files.
+    for location in [
+        format!("{base}/shared/outer/staged"),
+        format!("{base}/shared"),
+    ] {
+        let r = s
+            .create_table_with(
+                &["db"],
+                json!({ "name": "staged", "schema": schema(), "location": location, "stage-create": true }),
+            )
+            .await;
+        assert!(
+            r.body.contains("overlaps the location of db.outer"),
+            "{}",
+            r.body
+        );
+        r.error(400, "BadRequestException");
+    }
     // An existing table moved inside outer.
     s.commit(
         &["db"],

@@ -382,7 +382,22 @@ async fn locations_may_not_overlap(store: Arc<dyn Store>) {
             other => panic!("{location}: expected LocationOverlap, got {other:?}"),
         }
         assert_eq!(pointer(&store, "c", &ident(&["db"], name)).await, None);
+        // The same check alone, as a staged create asks it before anything is written.
+        let other = ident(&["db"], name);
+        let canonical = format!("{WAREHOUSE}{location}/");
+        let alone = store.overlapping_object(c.id, &canonical, &other).await;
+        assert_eq!(alone.unwrap(), Some(t.clone()), "{location}");
     }
+    let own = format!("{WAREHOUSE}a/t/");
+    assert_eq!(
+        store.overlapping_object(c.id, &own, &t).await.unwrap(),
+        None
+    );
+    let new = ident(&["db"], "new");
+    let elsewhere = store
+        .overlapping_object(c.id, &format!("{WAREHOUSE}a/t2/"), &new)
+        .await;
+    assert_eq!(elsewhere.unwrap(), None);
     // A sibling whose name merely starts with the same letters is fine.
     commit(
         &store,

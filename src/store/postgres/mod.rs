@@ -664,6 +664,18 @@ impl Store for PostgresStore {
             .ok_or_else(|| StoreError::CatalogMissing(catalog.to_string()))
     }
 
+    async fn overlapping_object(
+        &self,
+        id: CatalogId,
+        at: &str,
+        ident: &Ident,
+    ) -> StoreResult<Option<Ident>> {
+        self.read(|client| async move {
+            writes::object_overlapping(client.as_ref(), id, at, ident).await
+        })
+        .await
+    }
+
     async fn get_dropped(&self, id: &str) -> StoreResult<Option<DroppedObject>> {
         self.run(|client| async move { dropped::get(&client, id).await })
             .await

@@ -567,6 +567,18 @@ async fn overlapping_object(
         &[int8(&lock_key(location))],
     )
     .await?;
+    object_overlapping(q, id, location, ident).await
+}
+
+/// The object whose location contains `location` or lies inside it, other than `ident`
+/// (without the locks: alone, a read at one moment).
+pub(super) async fn object_overlapping(
+    q: &impl Queries,
+    id: CatalogId,
+    location: &str,
+    ident: &Ident,
+) -> Attempt<Option<Ident>> {
+    let candidates = location_prefixes(location);
     let ns = ident.namespace.key();
     let upper = location_upper_bound(location);
     // Planned per call (`query_all_replanned`): only the values tell whether the index

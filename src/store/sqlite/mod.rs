@@ -621,6 +621,15 @@ impl Store for SqliteStore {
         self.read(|conn| dropped::list(conn, catalog_id(conn, catalog)?))
     }
 
+    async fn overlapping_object(
+        &self,
+        catalog: CatalogId,
+        location: &str,
+        ident: &Ident,
+    ) -> StoreResult<Option<Ident>> {
+        self.read(|conn| writes::overlapping_object(conn, catalog, location, ident))
+    }
+
     async fn get_dropped(&self, id: &str) -> StoreResult<Option<DroppedObject>> {
         self.read(|conn| dropped::get(conn, id))
     }

@@ -571,7 +571,7 @@ fn commit_object(
 /// The table or view whose location contains `location`, or lies inside it, if any
 /// (other than `ident` itself). Both lookups are index range scans: O(depth · log n), not
 /// a scan of every sibling.
-fn overlapping_object(
+pub(super) fn overlapping_object(
     conn: &Connection,
     id: CatalogId,
     location: &str,
