@@ -916,7 +916,7 @@ async fn a_catalog_admin_cannot_move_its_catalogs_files() {
     for body in [
         json!({ "currentEntityVersion": version, "storageConfigInfo": storage }),
         json!({ "currentEntityVersion": version,
-                "properties": { "default-base-location": "file:///tmp/floe-another-catalog" } }),
+                "properties": { "default-base-location": format!("{parent}/another-catalog") } }),
     ] {
         let r = admin.put(&url, &body).await;
         assert!(r.body.contains("service_admin"), "{}", r.body);
