@@ -32,6 +32,23 @@ async fn token_response(s: &Server, form: &[(&str, &str)]) -> Resp {
         .await
 }
 
+/// A token exchange (Iceberg Java's refresh) of `subject` for a token of scope `catalog`.
+async fn exchange(s: &Server, subject: &str) -> Resp {
+    let form = [
+        (
+            "grant_type",
+            "urn:ietf:params:oauth:grant-type:token-exchange",
+        ),
+        ("subject_token", subject),
+        (
+            "subject_token_type",
+            "urn:ietf:params:oauth:token-type:access_token",
+        ),
+        ("scope", "catalog"),
+    ];
+    token_response(s, &form).await
+}
+
 async fn token(s: &Server, id: &str, secret: &str, scope: &str) -> String {
     let r = token_response(
         s,
@@ -326,24 +343,7 @@ async fn the_token_endpoint_answers_abuse_with_oauth_errors() {
         ]);
     let first = s.send("basic".into(), basic).await.ok(200).json();
     let subject = first["access_token"].as_str().unwrap();
-    let refreshed = token_response(
-        &s,
-        &[
-            (
-                "grant_type",
-                "urn:ietf:params:oauth:grant-type:token-exchange",
-            ),
-            ("subject_token", subject),
-            (
-                "subject_token_type",
-                "urn:ietf:params:oauth:token-type:access_token",
-            ),
-            ("scope", "catalog"),
-        ],
-    )
-    .await
-    .ok(200)
-    .json();
+    let refreshed = exchange(&s, subject).await.ok(200).json();
     As::new(&s, refreshed["access_token"].as_str().unwrap())
         .get("/v1/config")
         .await
@@ -1187,22 +1187,7 @@ async fn secrets_rotate_reset_and_tokens_survive_a_restart() {
         assert!(r.body.contains("no longer valid"), "{}", r.body);
         r.error(401, "NotAuthorizedException");
         let subject = gone.bearer.trim_start_matches("Bearer ");
-        let r = token_response(
-            &s,
-            &[
-                (
-                    "grant_type",
-                    "urn:ietf:params:oauth:grant-type:token-exchange",
-                ),
-                ("subject_token", subject),
-                (
-                    "subject_token_type",
-                    "urn:ietf:params:oauth:token-type:access_token",
-                ),
-                ("scope", "catalog"),
-            ],
-        )
-        .await;
+        let r = exchange(&s, subject).await;
         assert_eq!(r.status, 400, "{}", r.body);
     }
     let fresh = token(&s, &id, newest, "catalog").await;
