@@ -64,20 +64,10 @@ impl SecretHashes {
         }
     }
 
-    /// Whether `secret` is the main or the secondary secret, in constant time.
-    pub fn matches(&self, secret: &str) -> bool {
-        let candidate = hash(secret, &self.salt);
-        let main: bool = candidate.as_bytes().ct_eq(self.main.as_bytes()).into();
-        let secondary: bool = self
-            .secondary
-            .as_ref()
-            .is_some_and(|s| candidate.as_bytes().ct_eq(s.as_bytes()).into());
-        main | secondary
-    }
-
-    /// The tag of the secret `secret` is, main or secondary, for the tokens issued with
-    /// it (`None` if it is neither): a short digest of its stored hash, so a token names
-    /// its secret without carrying anything a secret could be found from.
+    /// Whether `secret` is the main or the secondary secret (compared in constant time),
+    /// and if so its tag for the tokens issued with it: a short digest of its stored
+    /// hash, so a token names its secret without carrying anything a secret could be
+    /// found from.
     pub fn tag_for(&self, secret: &str) -> Option<String> {
         let candidate = hash(secret, &self.salt);
         let main: bool = candidate.as_bytes().ct_eq(self.main.as_bytes()).into();
@@ -85,7 +75,7 @@ impl SecretHashes {
             .secondary
             .as_ref()
             .is_some_and(|s| bool::from(candidate.as_bytes().ct_eq(s.as_bytes())));
-        (main || secondary).then(|| tag(&candidate))
+        (main | secondary).then(|| tag(&candidate))
     }
 
     /// Whether `tag` names the main or the secondary secret: a token issued with a
@@ -120,14 +110,15 @@ mod tests {
         let (id, secret) = new_credentials();
         assert_eq!(id.len(), 16);
         assert_eq!(secret.len(), 32);
+        let matches = |hashes: &SecretHashes, secret: &str| hashes.tag_for(secret).is_some();
         let hashes = SecretHashes::new(&secret);
-        assert!(hashes.matches(&secret));
-        assert!(!hashes.matches("wrong"));
+        assert!(matches(&hashes, &secret));
+        assert!(!matches(&hashes, "wrong"));
         assert!(!hashes.main.contains(&secret));
         let rotated = hashes.rotate("new");
-        assert!(rotated.matches("new") && rotated.matches(&secret));
+        assert!(matches(&rotated, "new") && matches(&rotated, &secret));
         let reset = SecretHashes::reset("newer");
-        assert!(reset.matches("newer") && !reset.matches("new"));
+        assert!(matches(&reset, "newer") && !matches(&reset, "new"));
         // Tokens name their secret: valid through one rotation, not through a reset.
         let first = hashes.tag_for(&secret).unwrap();
         assert_eq!(hashes.tag_for("wrong"), None);

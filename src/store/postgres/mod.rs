@@ -670,8 +670,10 @@ impl Store for PostgresStore {
         at: &str,
         ident: &Ident,
     ) -> StoreResult<Option<Ident>> {
+        let candidates = super::location_prefixes(at);
+        let candidates = &candidates;
         self.read(|client| async move {
-            writes::object_overlapping(client.as_ref(), id, at, ident).await
+            writes::object_overlapping(client.as_ref(), id, at, candidates, ident).await
         })
         .await
     }

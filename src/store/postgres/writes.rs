@@ -567,18 +567,19 @@ async fn overlapping_object(
         &[int8(&lock_key(location))],
     )
     .await?;
-    object_overlapping(q, id, location, ident).await
+    object_overlapping(q, id, location, &candidates, ident).await
 }
 
 /// The object whose location contains `location` or lies inside it, other than `ident`
-/// (without the locks: alone, a read at one moment).
+/// (without the locks: alone, a read at one moment). `candidates`: the location's
+/// prefixes (`location_prefixes`), which the caller has for its locks.
 pub(super) async fn object_overlapping(
     q: &impl Queries,
     id: CatalogId,
     location: &str,
+    candidates: &[&str],
     ident: &Ident,
 ) -> Attempt<Option<Ident>> {
-    let candidates = location_prefixes(location);
     let ns = ident.namespace.key();
     let upper = location_upper_bound(location);
     // Planned per call (`query_all_replanned`): only the values tell whether the index
