@@ -6,8 +6,9 @@
 //!   (`<issuer>/.well-known/openid-configuration` → `jwks_uri`), from a JWKS URL, or from a
 //!   JWKS file. They are loaded at start (a wrong issuer fails the start, not the first
 //!   request), re-read when a token names a key not seen yet (the issuer rotated; at most
-//!   once per [`MIN_REFETCH`]), and at least every [`MAX_KEY_AGE`] so that a key the
-//!   issuer withdrew stops being trusted.
+//!   once per [`MIN_NEW_KEY_REFETCH`], and once per [`MIN_REFETCH`] for a key id the last
+//!   re-read did not find), and at least every [`MAX_KEY_AGE`] so that a key the issuer
+//!   withdrew stops being trusted.
 //! - A token must be signed with an asymmetric algorithm by one of those keys, name the
 //!   issuer in `iss`, be within `exp`/`nbf` (with [`LEEWAY_S`] of clock skew), and, when an
 //!   audience is configured, list it in `aud`.
@@ -29,10 +30,17 @@ use serde_json::Value;
 pub const LEEWAY_S: i64 = 30;
 /// Keys are re-read at least this often.
 pub const MAX_KEY_AGE: Duration = Duration::from_secs(600);
-/// Tokens naming unknown keys re-read the keys at most this often (the first one at
-/// once; an attacker sending made-up key ids must not turn Floe into a load generator
-/// for the issuer).
+/// A token naming a key that the last re-read did not find re-reads the keys at most
+/// this often: an attacker sending made-up key ids must not turn Floe into a load
+/// generator for the issuer.
 pub const MIN_REFETCH: Duration = Duration::from_secs(30);
+/// A key id the last re-read was not asked about may re-read the keys sooner, after
+/// this long. So made-up key ids cannot hold off a key the issuer has just rotated in
+/// for more than this, and still cost the issuer at most one read per interval.
+pub const MIN_NEW_KEY_REFETCH: Duration = Duration::from_secs(5);
+/// Key ids remembered as missing from the last re-read (beyond that, all are treated
+/// as remembered: the longer wait applies).
+const MAX_MISSED_KEYS: usize = 64;
 /// Longest principal name taken from a token.
 const MAX_PRINCIPAL_BYTES: usize = 256;
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -232,8 +240,33 @@ pub struct IdentityProvider {
     keys: RwLock<Arc<(JwkSet, Instant)>>,
     /// One re-read at a time.
     refetch: tokio::sync::Mutex<()>,
-    /// When a token naming an unknown key last caused a re-read.
-    last_miss: std::sync::Mutex<Option<Instant>>,
+    /// When a token naming an unknown key last caused a re-read, and which key ids were
+    /// still missing after it.
+    last_miss: std::sync::Mutex<Misses>,
+}
+
+/// The throttle on re-reads caused by unknown key ids (see [`MIN_REFETCH`]).
+#[derive(Default)]
+struct Misses {
+    at: Option<Instant>,
+    missing: std::collections::HashSet<String>,
+}
+
+impl Misses {
+    /// Whether a token naming `kid` may re-read the keys now; if so, it is recorded as
+    /// the latest re-read.
+    fn may_refetch(&mut self, kid: &str, now: Instant) -> bool {
+        if let Some(at) = self.at {
+            let since = now.saturating_duration_since(at);
+            let asked = self.missing.contains(kid) || self.missing.len() >= MAX_MISSED_KEYS;
+            if since < MIN_NEW_KEY_REFETCH || (asked && since < MIN_REFETCH) {
+                return false;
+            }
+        }
+        self.at = Some(now);
+        self.missing.clear();
+        true
+    }
 }
 
 impl IdentityProvider {
@@ -244,12 +277,15 @@ impl IdentityProvider {
             .build()
             .map_err(|e| anyhow::anyhow!("HTTP client: {e}"))?;
         let keys = load_keys(&http, &settings).await?;
+        if settings.audience.is_none() {
+            tracing::warn!(issuer = %settings.issuer, "no --oidc-audience: tokens the issuer signed for any of its clients are accepted; set it to the audience Floe's tokens carry");
+        }
         Ok(IdentityProvider {
             settings,
             http,
             keys: RwLock::new(Arc::new((keys, Instant::now()))),
             refetch: tokio::sync::Mutex::new(()),
-            last_miss: std::sync::Mutex::new(None),
+            last_miss: std::sync::Mutex::new(Misses::default()),
         })
     }
 
@@ -269,27 +305,31 @@ impl IdentityProvider {
         }
         let current = self.keys.read().expect("poisoned").clone();
         match verify_with(&current.0, &self.settings, token, now_s) {
-            Err(OidcError::BadSignature) if self.unknown_key(&current.0, token) => {
+            Err(OidcError::BadSignature) => {
+                let Some(kid) = unknown_key(&current.0, token) else {
+                    return Err(OidcError::BadSignature);
+                };
+                let now = Instant::now();
+                if !self
+                    .last_miss
+                    .lock()
+                    .expect("poisoned")
+                    .may_refetch(&kid, now)
                 {
-                    let mut last = self.last_miss.lock().expect("poisoned");
-                    if last.is_some_and(|at| at.elapsed() < MIN_REFETCH) {
-                        return Err(OidcError::BadSignature);
-                    }
-                    *last = Some(Instant::now());
+                    return Err(OidcError::BadSignature);
                 }
                 self.refresh(current.1).await;
                 let fresh = self.keys.read().expect("poisoned").clone();
+                if fresh.0.find(&kid).is_none() {
+                    let mut misses = self.last_miss.lock().expect("poisoned");
+                    if misses.missing.len() < MAX_MISSED_KEYS {
+                        misses.missing.insert(kid);
+                    }
+                }
                 verify_with(&fresh.0, &self.settings, token, now_s)
             }
             other => other,
         }
-    }
-
-    fn unknown_key(&self, keys: &JwkSet, token: &str) -> bool {
-        decode_header(token)
-            .ok()
-            .and_then(|h| h.kid)
-            .is_some_and(|kid| keys.find(&kid).is_none())
     }
 
     /// Re-reads the keys unless another request did since `seen`; on failure the keys
@@ -309,6 +349,14 @@ impl IdentityProvider {
             }
         }
     }
+}
+
+/// The key id `token` names, when `keys` has no such key.
+fn unknown_key(keys: &JwkSet, token: &str) -> Option<String> {
+    decode_header(token)
+        .ok()
+        .and_then(|h| h.kid)
+        .filter(|kid| keys.find(kid).is_none())
 }
 
 async fn load_keys(http: &reqwest::Client, settings: &OidcSettings) -> anyhow::Result<JwkSet> {
@@ -578,6 +626,36 @@ mod tests {
     }
 
     /// An issuer serving `extra` in its discovery document, on a loopback port.
+    #[test]
+    fn made_up_key_ids_cannot_hold_off_a_new_key_for_long() {
+        use super::{Misses, MAX_MISSED_KEYS, MIN_NEW_KEY_REFETCH, MIN_REFETCH};
+        let start = Instant::now();
+        let at = |d: Duration| start + d;
+        let mut misses = Misses::default();
+        assert!(
+            misses.may_refetch("forged-1", start),
+            "the first miss re-reads at once"
+        );
+        misses.missing.insert("forged-1".into());
+        // Nothing re-reads within the short interval, whatever the key id.
+        assert!(!misses.may_refetch("rotated-in", at(MIN_NEW_KEY_REFETCH / 2)));
+        // A key id the last re-read did not find waits the long interval ...
+        assert!(!misses.may_refetch("forged-1", at(MIN_NEW_KEY_REFETCH * 2)));
+        // ... one it was not asked about re-reads after the short one.
+        assert!(misses.may_refetch("rotated-in", at(MIN_NEW_KEY_REFETCH * 2)));
+        assert!(misses.missing.is_empty(), "a re-read starts a new list");
+        // Past the long interval, any key id re-reads.
+        misses.missing.insert("forged-1".into());
+        assert!(misses.may_refetch("forged-1", at(MIN_NEW_KEY_REFETCH * 2 + MIN_REFETCH)));
+        // A full list counts every key id as asked about.
+        let t = at(MIN_NEW_KEY_REFETCH * 2 + MIN_REFETCH);
+        for i in 0..MAX_MISSED_KEYS {
+            misses.missing.insert(format!("forged-{i}"));
+        }
+        assert!(!misses.may_refetch("anything", t + MIN_NEW_KEY_REFETCH * 2));
+        assert!(misses.may_refetch("anything", t + MIN_REFETCH));
+    }
+
     async fn issuer_with(extra: Value) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

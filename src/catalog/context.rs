@@ -101,6 +101,20 @@ impl RequestContext {
         }
     }
 
+    /// Refuses with 403 unless anything at all is granted to the caller in `catalog`. It
+    /// asks only the caller's grants, never the store, so a catalog the caller cannot see
+    /// gets the same answer whether it exists or not: no probing for catalog names.
+    pub fn require_sees_catalog(&self, catalog: &str) -> CatalogResult<()> {
+        match &self.access {
+            None => Ok(()),
+            Some(access) if access.sees_catalog(catalog) => Ok(()),
+            Some(_) => Err(CatalogError::Forbidden(format!(
+                "Principal '{}' is not authorized for any operation in catalog '{catalog}'",
+                self.principal.name
+            ))),
+        }
+    }
+
     /// Refuses with 403 unless the caller acts as `service_admin` (principals, principal
     /// roles, catalogs).
     pub fn require_service_admin(&self) -> CatalogResult<()> {

@@ -5,6 +5,7 @@ use axum::routing::get;
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::context::Ctx;
 use super::error::ApiResult;
 use super::extract::Params;
 use super::{AppState, Routes};
@@ -64,11 +65,18 @@ pub fn routes(routes: Routes) -> Routes {
     routes.route("/config", get(get_config))
 }
 
-async fn get_config(State(state): State<AppState>, params: Params) -> ApiResult<Json<Value>> {
-    let name = params
-        .get("warehouse")
-        .filter(|w| !w.is_empty())
-        .unwrap_or(&state.default_catalog);
+async fn get_config(
+    State(state): State<AppState>,
+    Ctx(ctx): Ctx,
+    params: Params,
+) -> ApiResult<Json<Value>> {
+    let warehouse = params.get("warehouse").filter(|w| !w.is_empty());
+    if let Some(named) = warehouse {
+        // Asked before the store: otherwise 404 against 200/403 would tell any
+        // authenticated caller which catalog names exist (the catalog list hides them).
+        ctx.require_sees_catalog(named)?;
+    }
+    let name = warehouse.unwrap_or(&state.default_catalog);
     let catalog = state.catalog.get_catalog(name).await?;
     Ok(Json(json!({
         "defaults": {},
