@@ -222,6 +222,56 @@ impl SecurityState {
         }
     }
 
+    /// Whether any role of `catalog` holds a grant on `securable`.
+    pub fn has_grants_on(&self, catalog: &str, securable: &Securable) -> bool {
+        self.catalog_roles.get(catalog).is_some_and(|roles| {
+            roles
+                .values()
+                .any(|role| role.grants.iter().any(|g| &g.securable == securable))
+        })
+    }
+
+    /// Grants follow the object they are about, as Polaris ties them to the entity: the
+    /// grants on `securable` of `catalog` move to `to` (a rename), or go (`None`: a drop),
+    /// so that nothing created later under the old name inherits them. Each role changed
+    /// gets a new version. Whether any grant was there.
+    pub fn grants_follow(
+        &mut self,
+        catalog: &str,
+        securable: &Securable,
+        to: Option<&Securable>,
+        now_ms: i64,
+    ) -> bool {
+        let Some(roles) = self.catalog_roles.get_mut(catalog) else {
+            return false;
+        };
+        let mut changed = false;
+        for role in roles.values_mut() {
+            let on: Vec<Grant> = role
+                .grants
+                .iter()
+                .filter(|g| &g.securable == securable)
+                .cloned()
+                .collect();
+            if on.is_empty() {
+                continue;
+            }
+            for grant in on {
+                role.grants.remove(&grant);
+                if let Some(to) = to {
+                    role.grants.insert(Grant {
+                        securable: to.clone(),
+                        privilege: grant.privilege,
+                    });
+                }
+            }
+            role.version += 1;
+            role.updated_ms = now_ms;
+            changed = true;
+        }
+        changed
+    }
+
     /// Forgets a dropped catalog's roles and their assignments.
     pub fn remove_catalog(&mut self, catalog: &str) {
         self.catalog_roles.remove(catalog);
@@ -359,6 +409,54 @@ mod tests {
         s.remove_catalog("c9");
         assert!(!s.catalog_roles.contains_key("c9"));
         assert!(s.principal_roles[SERVICE_ADMIN].catalog_roles.is_empty());
+    }
+
+    #[test]
+    fn grants_follow_their_object() {
+        let table = |name: &str| Securable::Table {
+            namespace: vec!["db".into()],
+            name: name.into(),
+        };
+        let view = Securable::View {
+            namespace: vec!["db".into()],
+            name: "t".into(),
+        };
+        let mut s = state();
+        let role = s
+            .catalog_roles
+            .get_mut("c7")
+            .unwrap()
+            .get_mut("reader")
+            .unwrap();
+        for privilege in [Privilege::TABLE_READ_DATA, Privilege::TABLE_WRITE_DATA] {
+            role.grants.insert(Grant {
+                securable: table("t"),
+                privilege,
+            });
+        }
+        let readers = |s: &SecurityState| s.catalog_roles["c7"]["reader"].clone();
+        let before = readers(&s);
+        assert!(s.has_grants_on("c7", &table("t")));
+        assert!(
+            !s.has_grants_on("c7", &view),
+            "a view named t is another object"
+        );
+        assert!(!s.has_grants_on("c8", &table("t")));
+        // A rename moves them, with a new role version.
+        assert!(s.grants_follow("c7", &table("t"), Some(&table("u")), 9));
+        let moved = readers(&s);
+        assert!(!s.has_grants_on("c7", &table("t")));
+        assert!(s.has_grants_on("c7", &table("u")));
+        assert_eq!(moved.grants.len(), before.grants.len());
+        assert_eq!((moved.version, moved.updated_ms), (before.version + 1, 9));
+        // A drop removes them; nothing else changes.
+        assert!(s.grants_follow("c7", &table("u"), None, 10));
+        assert!(!s.has_grants_on("c7", &table("u")));
+        assert_eq!(readers(&s).grants.len(), before.grants.len() - 2);
+        let unchanged = s.clone();
+        assert!(!s.grants_follow("c7", &table("u"), None, 11));
+        assert!(!s.grants_follow("c9", &table("t"), None, 11));
+        assert_eq!(s, unchanged);
     }
 
     #[test]

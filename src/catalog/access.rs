@@ -17,8 +17,8 @@ use crate::auth::state::{
     CatalogRoleRecord, PrincipalRecord, PrincipalRoleRecord, SecurityState, CATALOG_ADMIN, ROOT,
     SERVICE_ADMIN,
 };
-use crate::model::{now_ms, Ident, Namespace, ObjectKind, Properties};
-use crate::store::Mutation;
+use crate::model::{now_ms, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use crate::store::{Mutation, Presence, WriteBatch};
 
 /// Longest principal or role name.
 pub const MAX_ROLE_NAME: usize = 256;
@@ -517,12 +517,13 @@ impl Catalog {
         grant: Grant,
         add: bool,
     ) -> CatalogResult<()> {
-        self.get_catalog(catalog).await?;
+        let record = self.get_catalog(catalog).await?;
         ctx.require(
             catalog,
             Privilege::CATALOG_MANAGE_ACCESS,
             &Securable::Catalog,
         )?;
+        let mut present = None;
         if add {
             if !grant.securable.grantable(grant.privilege) {
                 return Err(CatalogError::bad_request(format!(
@@ -532,7 +533,7 @@ impl Catalog {
                     grant.securable.privilege_enum(),
                 )));
             }
-            self.check_securable(catalog, &grant.securable).await?;
+            present = self.check_securable(&record, &grant.securable).await?;
         }
         let outcome = if add {
             Outcome::Json {
@@ -542,7 +543,10 @@ impl Catalog {
         } else {
             Outcome::NoContent
         };
-        self.change_security(ctx, "change-grant", Mutation::None, |state| {
+        // The grant commits only while its object still exists (`present`): a drop
+        // meanwhile takes the object's grants with it (`grants_follow`), so one that
+        // slipped in after it would apply to whatever is created under the name later.
+        self.change_security_with(ctx, "change-grant", Mutation::None, present, |state| {
             let role = state
                 .catalog_roles
                 .get_mut(catalog)
@@ -567,38 +571,75 @@ impl Catalog {
     /// A grant names a namespace, table, view or policy that exists (404 otherwise, as Polaris
     /// answers): a grant on a name nothing has would silently apply to whatever is
     /// created under that name later. Revoking needs no check (the grant must exist).
-    async fn check_securable(&self, catalog: &str, securable: &Securable) -> CatalogResult<()> {
+    /// Returns what the grant's write must find still there when it commits.
+    async fn check_securable(
+        &self,
+        record: &CatalogRecord,
+        securable: &Securable,
+    ) -> CatalogResult<Option<Presence>> {
+        let catalog = &record.name;
         let (levels, object) = match securable {
-            Securable::Catalog => return Ok(()),
+            Securable::Catalog => return Ok(None),
             Securable::Namespace { namespace } => (namespace, None),
-            Securable::Table { namespace, name } => (namespace, Some((ObjectKind::Table, name))),
-            Securable::View { namespace, name } => (namespace, Some((ObjectKind::View, name))),
+            // A table grant may name a generic table: Polaris guards both alike.
+            Securable::Table { namespace, name } => (
+                namespace,
+                Some((vec![ObjectKind::Table, ObjectKind::GenericTable], name)),
+            ),
+            Securable::View { namespace, name } => {
+                (namespace, Some((vec![ObjectKind::View], name)))
+            }
             Securable::Policy { namespace, name } => {
-                let record = self.get_catalog(catalog).await?;
+                // Policies live in the catalog's policy document, which the store does
+                // not read: checked here only (see `grants_follow`).
                 let namespace = Namespace::new(namespace.clone())?;
-                return self
-                    .policy_state(&record)
-                    .await?
-                    .1
-                    .get(&namespace, name)
-                    .map(drop);
+                self.policy_state(record).await?.1.get(&namespace, name)?;
+                return Ok(None);
             }
         };
         let namespace = Namespace::new(levels.clone())?;
-        let Some((kind, name)) = object else {
-            return self
-                .namespace_properties(catalog, &namespace)
-                .await
-                .map(drop);
+        let Some((kinds, name)) = object else {
+            self.namespace_properties(catalog, &namespace).await?;
+            return Ok(Some(Presence::Namespace {
+                catalog: record.id,
+                namespace,
+            }));
         };
         let ident = Ident::new(namespace, name.clone())?;
-        // A table grant may name a generic table: Polaris guards both alike.
-        let found = self.store.load_object(catalog, &ident).await?.filter(|o| {
-            o.kind == kind || (kind == ObjectKind::Table && o.kind == ObjectKind::GenericTable)
-        });
-        match found {
-            Some(_) => Ok(()),
-            None => Err(super::error::object_missing(kind, &ident)),
+        let found = self.store.load_object(catalog, &ident).await?;
+        if !found.is_some_and(|o| kinds.contains(&o.kind)) {
+            return Err(super::error::object_missing(kinds[0], &ident));
         }
+        Ok(Some(Presence::Object {
+            catalog: record.id,
+            ident,
+            kinds,
+        }))
+    }
+
+    /// Makes a drop's or rename's `batch` carry the grants on `securable` along with its
+    /// object (`SecurityState::grants_follow`): moved to `to` or removed in the same
+    /// transaction when there are any, and otherwise asserted to be still none
+    /// (`security_seen`), which a grant committed meanwhile breaks (`Conflict`: the
+    /// caller retries, `Catalog::apply` having re-read the model). A grant's own write
+    /// holds its object (`present`), so a grant and a drop never both miss each other.
+    /// Policies are the one exception: a grant racing a policy's drop may outlive it.
+    pub(super) async fn grants_follow(
+        &self,
+        batch: &mut WriteBatch,
+        catalog: &str,
+        securable: &Securable,
+        to: Option<&Securable>,
+    ) -> CatalogResult<()> {
+        let current = self.security().await?;
+        if !current.state.has_grants_on(catalog, securable) {
+            batch.security_seen = Some(current.version);
+            return Ok(());
+        }
+        let mut state = current.state.clone();
+        state.grants_follow(catalog, securable, to, batch.now_ms);
+        let document = serde_json::to_string(&state).map_err(CatalogError::internal)?;
+        batch.security = Some((current.version, document));
+        Ok(())
     }
 }

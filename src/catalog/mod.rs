@@ -190,11 +190,25 @@ impl Catalog {
         locked: Option<Box<dyn crate::store::LockedObjects>>,
     ) -> Result<Applied, crate::store::StoreError> {
         let has_events = !batch.events.is_empty();
+        let wrote_security = batch.security.is_some();
+        let read_security = wrote_security || batch.security_seen.is_some();
         let started = std::time::Instant::now();
         let applied = match locked {
             Some(locked) => locked.write(batch).await,
             None => self.store.write(batch).await,
         };
+        // This node's model must show a change it made, and be fresh for the retry of a
+        // write that lost a race on it (another node may have changed it unseen).
+        let stale = match &applied {
+            Ok(_) => wrote_security,
+            Err(crate::store::StoreError::Conflict) => read_security,
+            Err(_) => false,
+        };
+        if stale {
+            if let Err(e) = self.reload_security().await {
+                tracing::warn!(error = %e, "could not re-read the security model");
+            }
+        }
         self.written(has_events, started, applied)
     }
 

@@ -240,6 +240,11 @@ impl Catalog {
             let (mutation, drafts) = change(self.store.load_object(&record.name, ident).await?)?;
             let events = self.events(ctx, Some((record.id, &record.name)), drafts);
             let mut batch = self.batch(ctx, mutation, &Outcome::NoContent, events);
+            if let Mutation::DropObject { ident, .. } = &batch.mutation {
+                let dropped = Securable::table(ident);
+                self.grants_follow(&mut batch, &record.name, &dropped, None)
+                    .await?;
+            }
             batch.notification = Some(NotificationStamp {
                 catalog: record.id,
                 ident: ident.clone(),

@@ -363,7 +363,11 @@ impl Catalog {
                 to: to.clone(),
                 expected: object.metadata_location,
             };
-            self.write(ctx, rename, &Outcome::NoContent, events).await
+            let mut batch = self.batch(ctx, rename, &Outcome::NoContent, events);
+            let (old, new) = (securable(kind, from), securable(kind, to));
+            self.grants_follow(&mut batch, &record.name, &old, Some(&new))
+                .await?;
+            Ok(self.apply(batch, None).await?)
         })
         .await?;
         Ok(())
@@ -447,6 +451,8 @@ impl Catalog {
                 };
                 let mut batch = self.batch(ctx, drop, &Outcome::NoContent, events);
                 batch.purge = purge_now.clone();
+                self.grants_follow(&mut batch, &record.name, &securable(kind, ident), None)
+                    .await?;
                 let applied = self.apply(batch, None).await?;
                 Ok((applied, purge_now))
             })

@@ -28,7 +28,7 @@ use crate::auth::tokens::{self, Claims, TokenError, ACCESS_TOKEN_TYPE, ISSUER};
 use crate::catalog::context::Principal;
 use crate::events::{ChangeEvent, Draft, Operation};
 use crate::model::{now_ms, Properties};
-use crate::store::{Mutation, StoreError, WriteBatch};
+use crate::store::{Mutation, Presence, StoreError, WriteBatch};
 
 /// How stale another node's change may be on this node, at most.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
@@ -154,7 +154,7 @@ impl Catalog {
         }
     }
 
-    async fn reload_security(&self) -> CatalogResult<Arc<Cached>> {
+    pub(super) async fn reload_security(&self) -> CatalogResult<Arc<Cached>> {
         let stored = self.store.security().await?;
         let state: SecurityState = serde_json::from_str(&stored.document)
             .map_err(|e| CatalogError::internal(anyhow::anyhow!("security document: {e}")))?;
@@ -180,6 +180,20 @@ impl Catalog {
         mutation: Mutation,
         change: impl Fn(&mut SecurityState) -> CatalogResult<(T, Outcome)>,
     ) -> CatalogResult<T> {
+        self.change_security_with(ctx, action, mutation, None, change)
+            .await
+    }
+
+    /// As [`Self::change_security`], committing only while `present` exists (a grant's
+    /// object).
+    pub(super) async fn change_security_with<T>(
+        &self,
+        ctx: &RequestContext,
+        action: &str,
+        mutation: Mutation,
+        present: Option<Presence>,
+        change: impl Fn(&mut SecurityState) -> CatalogResult<(T, Outcome)>,
+    ) -> CatalogResult<T> {
         for _ in 0..MAX_CHANGE_ATTEMPTS {
             let current = self.reload_security().await?;
             let mut state = current.state.clone();
@@ -188,13 +202,12 @@ impl Catalog {
             let events = self.security_events(ctx, action, &mutation);
             let mut batch: WriteBatch = self.batch(ctx, mutation.clone(), &outcome, events);
             batch.security = Some((current.version, document));
+            batch.present = present.clone();
             match self.apply(batch, None).await {
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
-                Ok(_) => {
-                    self.reload_security().await?;
-                    return Ok(value);
-                }
+                // `apply` has re-read the model.
+                Ok(_) => return Ok(value),
             }
         }
         Err(StoreError::Conflict.into())

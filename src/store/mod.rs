@@ -124,6 +124,37 @@ pub struct ObjectWrite {
     pub check_location: bool,
 }
 
+/// A namespace, or a table, view or generic table, that a write needs to exist
+/// ([`WriteBatch::present`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Presence {
+    Namespace {
+        catalog: CatalogId,
+        namespace: Namespace,
+    },
+    /// An object of one of `kinds` under `ident`.
+    Object {
+        catalog: CatalogId,
+        ident: Ident,
+        kinds: Vec<ObjectKind>,
+    },
+}
+
+impl Presence {
+    /// The error for its absence.
+    pub fn missing(&self) -> StoreError {
+        match self {
+            Presence::Namespace { namespace, .. } => {
+                StoreError::NamespaceMissing(namespace.clone())
+            }
+            Presence::Object { ident, kinds, .. } => StoreError::ObjectMissing {
+                kind: kinds.first().copied().unwrap_or(ObjectKind::Table),
+                ident: ident.clone(),
+            },
+        }
+    }
+}
+
 /// Every change a store can make. Each is applied atomically with the rest of its
 /// [`WriteBatch`].
 #[derive(Debug, Clone)]
@@ -362,6 +393,16 @@ pub struct WriteBatch {
     /// it moved): grants change with the entities they are about (a new catalog's
     /// `catalog_admin` role commits with the catalog).
     pub security: Option<(i64, String)>,
+    /// The security document must still be at this version once the mutation is applied
+    /// (`Conflict` otherwise; 0: none yet), though the batch does not change it: a drop
+    /// or rename of an object nobody holds grants on asserts that no grant on it arrived
+    /// meanwhile. Checked after the mutation, whose row locks a grant's `present` waits
+    /// for (PostgreSQL), so one of the two always sees the other.
+    pub security_seen: Option<i64>,
+    /// What the batch's grant is about, which must exist when it commits (the store's
+    /// `NamespaceMissing` / `ObjectMissing` otherwise), held until then against a
+    /// concurrent drop or rename.
+    pub present: Option<Presence>,
     /// A catalog's new policy document (`Conflict` if its version moved): a namespace
     /// drop carries one, so that no policy is created in, or attached to, a namespace
     /// that goes meanwhile.
@@ -387,6 +428,8 @@ impl WriteBatch {
             now_ms,
             idempotency: None,
             security: None,
+            security_seen: None,
+            present: None,
             policies: None,
             notification: None,
             events: Vec::new(),

@@ -466,6 +466,134 @@ async fn roles_by_operation_allowed_and_denied() {
     );
 }
 
+/// Grants belong to the object, as in Polaris, not to its name: a rename takes them
+/// along, a drop takes them away, and nothing created later under a dropped name
+/// inherits them (namespaces, tables, views, policies alike).
+#[tokio::test]
+async fn grants_follow_their_object_through_renames_and_drops() {
+    let s = secure_server().await;
+    let root = root_with_table(&s).await;
+    let table = |name: &str| {
+        json!({"type": "table", "namespace": ["db"], "tableName": name,
+            "privilege": "TABLE_READ_DATA"})
+    };
+    let views = views_url(&["db"]);
+    let view = view_body("v", &["db"], "select 1");
+    root.post(&views, &view).await.ok(200);
+    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["ns2"]}))
+        .await
+        .ok(200);
+    let policies = "/api/catalog/polaris/v1/default/namespaces/db/policies";
+    let policy = json!({"name": "p", "type": "system.snapshot-expiry",
+        "content": "{\"enable\":true}"});
+    root.post(policies, &policy).await.ok(200);
+    let reader = signed_in(
+        &root,
+        "reader",
+        &[
+            table("t"),
+            json!({"type": "view", "namespace": ["db"], "viewName": "v",
+                "privilege": "VIEW_READ_PROPERTIES"}),
+            json!({"type": "namespace", "namespace": ["ns2"],
+                "privilege": "NAMESPACE_READ_PROPERTIES"}),
+            json!({"type": "policy", "namespace": ["db"], "policyName": "p",
+                "privilege": "POLICY_READ"}),
+        ],
+    )
+    .await;
+    let grants_url = format!("{MGMT}/catalogs/default/catalog-roles/reader_role/grants");
+    let grants = || async { root.get(&grants_url).await.ok(200).json()["grants"].clone() };
+    assert_eq!(grants().await.as_array().unwrap().len(), 4);
+    reader.get(&table_url(&["db"], "t")).await.ok(200);
+    // A rename takes the grant along; a table made under the old name has none.
+    root.post(
+        &format!("{V1}/tables/rename"),
+        &json!({"source": {"namespace": ["db"], "name": "t"},
+            "destination": {"namespace": ["db"], "name": "u"}}),
+    )
+    .await
+    .ok(204);
+    reader.get(&table_url(&["db"], "u")).await.ok(200);
+    root.post(
+        &tables_url(&["db"]),
+        &json!({"name": "t", "schema": schema()}),
+    )
+    .await
+    .ok(200);
+    reader
+        .get(&table_url(&["db"], "t"))
+        .await
+        .error(403, "ForbiddenException");
+    // Drops take them away: the table's, the view's, the namespace's, the policy's.
+    root.delete(&table_url(&["db"], "u")).await.ok(204);
+    root.delete(&view_url(&["db"], "v")).await.ok(204);
+    root.delete(&ns_url(&["ns2"])).await.ok(204);
+    root.delete(&format!("{policies}/p")).await.ok(204);
+    assert_eq!(
+        grants().await,
+        json!([]),
+        "every grant went with its object"
+    );
+    // Made again under the same names, none is open to the reader.
+    root.post(
+        &tables_url(&["db"]),
+        &json!({"name": "u", "schema": schema()}),
+    )
+    .await
+    .ok(200);
+    root.post(&views, &view).await.ok(200);
+    root.post(&format!("{V1}/namespaces"), &json!({"namespace": ["ns2"]}))
+        .await
+        .ok(200);
+    root.post(policies, &policy).await.ok(200);
+    let refused = [
+        reader.get(&table_url(&["db"], "u")).await,
+        reader.get(&view_url(&["db"], "v")).await,
+        reader.get(&ns_url(&["ns2"])).await,
+        reader.get(&format!("{policies}/p")).await,
+    ];
+    for r in refused {
+        r.error(403, "ForbiddenException");
+    }
+}
+
+/// A grant racing the drop of its object: whichever commits first, no grant outlives
+/// the object (the grant is refused, or the drop takes it along).
+#[tokio::test]
+async fn a_grant_racing_a_drop_never_outlives_the_object() {
+    let s = secure_server().await;
+    let root = root_with_table(&s).await;
+    root.post(
+        &format!("{MGMT}/catalogs/default/catalog-roles"),
+        &json!({"catalogRole": {"name": "racer"}}),
+    )
+    .await
+    .ok(201);
+    let grants_url = format!("{MGMT}/catalogs/default/catalog-roles/racer/grants");
+    for round in 0..40 {
+        let name = format!("r{round}");
+        root.post(
+            &tables_url(&["db"]),
+            &json!({"name": name, "schema": schema()}),
+        )
+        .await
+        .ok(200);
+        let grant = json!({"grant": {"type": "table", "namespace": ["db"],
+            "tableName": name, "privilege": "TABLE_READ_DATA"}});
+        let url = table_url(&["db"], &name);
+        let (granted, dropped) = tokio::join!(root.put(&grants_url, &grant), root.delete(&url));
+        dropped.ok(204);
+        assert!(
+            granted.status == 201 || granted.status == 404,
+            "{}: {}",
+            granted.status,
+            granted.body
+        );
+        let held = root.get(&grants_url).await.ok(200).json()["grants"].clone();
+        assert_eq!(held, json!([]), "round {round}: a grant outlived its table");
+    }
+}
+
 /// Polaris's fine-grained table privileges: a commit needs the privilege of each kind of
 /// update it makes, so a role may append without changing the schema, or evolve the
 /// schema without appending. A refused commit changes nothing.

@@ -15,7 +15,8 @@ use floe::store::postgres::PostgresStore;
 use floe::store::sqlite::SqliteStore;
 use floe::store::{
     Applied, EventRead, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PageRequest,
-    PendingPurge, PolicyWrite, Retention, Store, StoreError, StoredProperties, WriteBatch,
+    PendingPurge, PolicyWrite, Presence, Retention, Store, StoreError, StoredProperties,
+    WriteBatch,
 };
 
 /// A store of each kind; the temporary directory lives as long as the store is used.
@@ -112,6 +113,7 @@ contract!(
     policy_documents_are_per_catalog_and_swapped_with_the_change,
     notification_stamps_are_swapped_with_the_change,
     drops_and_renames_compare_and_swap,
+    grants_hold_their_object_and_drops_see_new_grants,
     events_commit_with_their_change_or_not_at_all,
     event_positions_follow_commit_order,
     relay_leases_fence_other_holders,
@@ -1180,6 +1182,103 @@ async fn drops_and_renames_compare_and_swap(store: Arc<dyn Store>) {
         Some(second.metadata_location.as_str())
     );
     assert_eq!(pointer(&store, "c", &ident(&["db"], "u")).await, None);
+}
+
+/// The two halves of grants following their objects: a grant commits only while its
+/// object exists (`present`), and a drop or rename that saw no grant commits only while
+/// the security document is as it saw it (`security_seen`).
+async fn grants_hold_their_object_and_drops_see_new_grants(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let t = ident(&["db"], "t");
+    let first = create(ObjectKind::Table, &t, "t");
+    commit(&store, c.id, vec![first.clone()]).await.unwrap();
+    let grant = |present: Presence, expected: i64| WriteBatch {
+        security: Some((expected, format!("{{\"v\":{}}}", expected + 1))),
+        present: Some(present),
+        ..batch(Mutation::None)
+    };
+    let on_object = |ident: &Ident, kinds: &[ObjectKind]| Presence::Object {
+        catalog: c.id,
+        ident: ident.clone(),
+        kinds: kinds.to_vec(),
+    };
+    // Missing: another name, another kind, another namespace. Nothing changes.
+    let missing = [
+        on_object(&ident(&["db"], "u"), &[ObjectKind::Table]),
+        on_object(&t, &[ObjectKind::View, ObjectKind::GenericTable]),
+        Presence::Namespace {
+            catalog: c.id,
+            namespace: ns(&["nope"]),
+        },
+    ];
+    for presence in missing {
+        let refused = store.write(grant(presence.clone(), 0)).await;
+        assert!(
+            matches!(
+                refused,
+                Err(StoreError::ObjectMissing { .. } | StoreError::NamespaceMissing(_))
+            ),
+            "{presence:?}: {refused:?}"
+        );
+    }
+    assert_eq!(store.security_version().await.unwrap(), 0);
+    let in_db = Presence::Namespace {
+        catalog: c.id,
+        namespace: ns(&["db"]),
+    };
+    store.write(grant(in_db, 0)).await.unwrap();
+    store
+        .write(grant(on_object(&t, &[ObjectKind::Table]), 1))
+        .await
+        .unwrap();
+    assert_eq!(store.security_version().await.unwrap(), 2);
+    // A rename and a drop that saw an older document lose, and change nothing.
+    let rename = |seen: i64| WriteBatch {
+        security_seen: Some(seen),
+        ..batch(Mutation::RenameObject {
+            catalog: c.id,
+            kind: ObjectKind::Table,
+            from: t.clone(),
+            to: ident(&["db"], "u"),
+            expected: first.metadata_location.clone(),
+        })
+    };
+    let drop = |ident: &Ident, seen: i64| WriteBatch {
+        security_seen: Some(seen),
+        ..batch(Mutation::DropObject {
+            catalog: c.id,
+            kind: ObjectKind::Table,
+            ident: ident.clone(),
+            expected: first.metadata_location.clone(),
+            retain: None,
+        })
+    };
+    assert!(matches!(
+        store.write(rename(1)).await,
+        Err(StoreError::Conflict)
+    ));
+    assert!(matches!(
+        store.write(drop(&t, 1)).await,
+        Err(StoreError::Conflict)
+    ));
+    assert_eq!(
+        pointer(&store, "c", &t).await.as_deref(),
+        Some(first.metadata_location.as_str())
+    );
+    // With the document they saw: both commit.
+    store.write(rename(2)).await.unwrap();
+    let u = ident(&["db"], "u");
+    assert_eq!(pointer(&store, "c", &t).await, None);
+    store.write(drop(&u, 2)).await.unwrap();
+    assert_eq!(pointer(&store, "c", &u).await, None);
+    // Now gone, it can hold no new grant.
+    assert!(matches!(
+        store
+            .write(grant(on_object(&u, &[ObjectKind::Table]), 2))
+            .await,
+        Err(StoreError::ObjectMissing { .. })
+    ));
+    assert_eq!(store.security_version().await.unwrap(), 2);
 }
 
 fn events_for(catalog: &CatalogRecord, drafts: Vec<Draft>) -> Vec<ChangeEvent> {

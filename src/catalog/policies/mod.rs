@@ -289,14 +289,14 @@ impl Catalog {
             expected_version,
             state,
             outcome,
-            Mutation::None,
+            (Mutation::None, None),
             events,
         )
         .await
     }
 
     /// As [`Self::swap_policies`], with a mutation and its events in the same write (a
-    /// namespace's drop).
+    /// namespace's drop), and the grants on what it drops going with it (`grants_follow`).
     #[allow(clippy::too_many_arguments)]
     async fn swap_policies_with(
         &self,
@@ -305,7 +305,7 @@ impl Catalog {
         expected_version: i64,
         state: &PolicyState,
         outcome: &Outcome,
-        mutation: Mutation,
+        (mutation, dropped): (Mutation, Option<&Securable>),
         events: Vec<crate::events::ChangeEvent>,
     ) -> CatalogResult<bool> {
         let document = serde_json::to_string(state).map_err(CatalogError::internal)?;
@@ -315,6 +315,10 @@ impl Catalog {
             expected_version,
             document,
         });
+        if let Some(dropped) = dropped {
+            self.grants_follow(&mut batch, &record.name, dropped, None)
+                .await?;
+        }
         match self.apply(batch, None).await {
             Ok(_) => Ok(true),
             Err(StoreError::Conflict) => Ok(false),
@@ -503,8 +507,18 @@ impl Catalog {
                 .await?;
             state.drop_policy(namespace, name, detach_all, counting(&live))?;
             let outcome = Outcome::NoContent;
+            let events = self.events(ctx, Some((record.id, &record.name)), vec![event]);
+            let dropped = Securable::policy(namespace, name);
             if self
-                .swap_policies(ctx, &record, version, &state, &outcome, event)
+                .swap_policies_with(
+                    ctx,
+                    &record,
+                    version,
+                    &state,
+                    &outcome,
+                    (Mutation::None, Some(&dropped)),
+                    events,
+                )
                 .await?
             {
                 return Ok(());
@@ -719,7 +733,7 @@ impl Catalog {
                     version,
                     &state,
                     &outcome,
-                    drop.clone(),
+                    (drop.clone(), Some(&Securable::namespace(namespace))),
                     events.clone(),
                 )
                 .await?

@@ -15,7 +15,7 @@ use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Prope
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
     IdempotencyRecord, LockedObjects, Mutation, NotificationStamp, ObjectWrite, PolicyWrite,
-    StoreError, StoreResult, StoredObject, WriteBatch,
+    Presence, StoreError, StoreResult, StoredObject, WriteBatch,
 };
 
 /// Applies the batch's rows, then its mutation, in the caller's transaction.
@@ -40,6 +40,12 @@ pub(super) async fn apply_rows(q: &impl Queries, batch: &WriteBatch) -> Attempt<
         swap_notification_stamp(q, stamp).await?;
     }
     let applied = apply_mutation(q, batch).await?;
+    if let Some(expected) = batch.security_seen {
+        require_security_version(q, expected).await?;
+    }
+    if let Some(presence) = &batch.present {
+        require_present(q, presence).await?;
+    }
     if let Some(purge) = &batch.purge {
         dropped::schedule_purge(q, purge).await?;
     }
@@ -168,6 +174,57 @@ async fn replace_security(q: &impl Queries, expected: i64, document: &str) -> At
     };
     if swapped == 0 {
         return Err(StoreError::Conflict.into());
+    }
+    Ok(())
+}
+
+/// `Conflict` unless the security document is at `expected` (0: none yet). Read after
+/// the batch's mutation took its row locks: a grant that holds the same rows
+/// (`require_present`) has either committed, and shows here, or waits and then finds
+/// them gone.
+async fn require_security_version(q: &impl Queries, expected: i64) -> Attempt<()> {
+    let version: Option<i64> = q
+        .query_opt_typed("SELECT version FROM security WHERE id = 1", &[])
+        .await?
+        .map(|row| row.get(0));
+    if version.unwrap_or(0) != expected {
+        return Err(StoreError::Conflict.into());
+    }
+    Ok(())
+}
+
+/// The presence's error unless what it names exists; its row is share-locked until
+/// commit, so a drop or rename of it waits for this transaction (or, if it came first,
+/// this one waits and then finds the row gone).
+async fn require_present(q: &impl Queries, presence: &Presence) -> Attempt<()> {
+    let found = match presence {
+        Presence::Namespace { catalog, namespace } => q
+            .query_opt_typed(
+                "SELECT 1 FROM namespaces WHERE catalog_id = $1 AND path = $2 FOR SHARE",
+                &[int8(&catalog.0), text(&namespace.key())],
+            )
+            .await?
+            .is_some(),
+        Presence::Object {
+            catalog,
+            ident,
+            kinds,
+        } => q
+            .query_opt_typed(
+                "SELECT kind FROM objects WHERE catalog_id = $1 AND namespace = $2 AND name = $3
+                 FOR SHARE",
+                &[
+                    int8(&catalog.0),
+                    text(&ident.namespace.key()),
+                    text(&ident.name),
+                ],
+            )
+            .await?
+            .and_then(|row| ObjectKind::parse(row.get(0)))
+            .is_some_and(|kind| kinds.contains(&kind)),
+    };
+    if !found {
+        return Err(presence.missing().into());
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use super::{
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
-    CatalogRow, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PolicyWrite,
+    CatalogRow, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PolicyWrite, Presence,
     StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
 };
 
@@ -36,6 +36,12 @@ pub(super) fn apply(
         swap_notification_stamp(tx, stamp)?;
     }
     let applied = apply_mutation(tx, batch, packed)?;
+    if let Some(expected) = batch.security_seen {
+        require_security_version(tx, expected)?;
+    }
+    if let Some(presence) = &batch.present {
+        require_present(tx, presence)?;
+    }
     if let (true, Mutation::CommitObjects { catalog, writes }) =
         (batch.journal_files, &batch.mutation)
     {
@@ -195,6 +201,33 @@ fn replace_security(tx: &Transaction, expected: i64, document: &str) -> StoreRes
         return Err(StoreError::Conflict);
     }
     Ok(())
+}
+
+/// `Conflict` unless the security document is at `expected` (0: none yet).
+fn require_security_version(tx: &Transaction, expected: i64) -> StoreResult<()> {
+    let version: Option<i64> = tx
+        .prepare_cached("SELECT version FROM security WHERE id = 1")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)).optional())
+        .map_err(internal)?;
+    if version.unwrap_or(0) != expected {
+        return Err(StoreError::Conflict);
+    }
+    Ok(())
+}
+
+/// The presence's error unless what it names exists.
+fn require_present(tx: &Transaction, presence: &Presence) -> StoreResult<()> {
+    match presence {
+        Presence::Namespace { catalog, namespace } => require_namespace(tx, *catalog, namespace),
+        Presence::Object {
+            catalog,
+            ident,
+            kinds,
+        } => match object_kind_at(tx, *catalog, ident)? {
+            Some(kind) if kinds.contains(&kind) => Ok(()),
+            _ => Err(presence.missing()),
+        },
+    }
 }
 
 /// Sets a table's notification stamp if it is still the one the caller read.
