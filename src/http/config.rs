@@ -71,16 +71,18 @@ async fn get_config(
     params: Params,
 ) -> ApiResult<Json<Value>> {
     let warehouse = params.get("warehouse").filter(|w| !w.is_empty());
-    if let Some(named) = warehouse {
-        // Asked before the store: otherwise 404 against 200/403 would tell any
-        // authenticated caller which catalog names exist (the catalog list hides them).
-        ctx.require_sees_catalog(named)?;
-    }
     let name = warehouse.unwrap_or(&state.default_catalog);
-    let catalog = state.catalog.get_catalog(name).await?;
+    let prefix = match warehouse {
+        // A catalog the caller has no grant in is answered from the caller's grants, never
+        // the store, as if it existed: every call under it is then a 403, the same
+        // whether it exists or not. So engines still attach (and are refused per
+        // operation, as Polaris refuses them), and nobody can probe for catalog names.
+        Some(named) if ctx.require_sees_catalog(named).is_err() => named.to_string(),
+        _ => state.catalog.get_catalog(name).await?.name,
+    };
     Ok(Json(json!({
         "defaults": {},
-        "overrides": { "prefix": catalog.name },
+        "overrides": { "prefix": prefix },
         "endpoints": ENDPOINTS,
         "idempotency-key-lifetime": iso8601_duration(state.catalog.idempotency_lifetime()),
     })))
