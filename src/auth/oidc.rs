@@ -625,7 +625,6 @@ mod tests {
         assert_eq!(JwksSource::parse(None), JwksSource::Discover);
     }
 
-    /// An issuer serving `extra` in its discovery document, on a loopback port.
     #[test]
     fn made_up_key_ids_cannot_hold_off_a_new_key_for_long() {
         use super::{Misses, MAX_MISSED_KEYS, MIN_NEW_KEY_REFETCH, MIN_REFETCH};
@@ -656,6 +655,7 @@ mod tests {
         assert!(misses.may_refetch("anything", t + MIN_REFETCH));
     }
 
+    /// An issuer serving `extra` in its discovery document, on a loopback port.
     async fn issuer_with(extra: Value) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -151,9 +151,7 @@ impl Catalog {
     /// The catalogs the caller has any grant in (all of them for `service_admin`).
     pub async fn list_catalogs(&self, ctx: &RequestContext) -> CatalogResult<Vec<CatalogRecord>> {
         let mut catalogs = self.store.list_catalogs().await?;
-        if let Some(access) = &ctx.access {
-            catalogs.retain(|c| access.sees_catalog(&c.name));
-        }
+        catalogs.retain(|c| ctx.sees_catalog(&c.name));
         Ok(catalogs)
     }
 

@@ -101,18 +101,10 @@ impl RequestContext {
         }
     }
 
-    /// Refuses with 403 unless anything at all is granted to the caller in `catalog`. It
-    /// asks only the caller's grants, never the store, so a catalog the caller cannot see
-    /// gets the same answer whether it exists or not: no probing for catalog names.
-    pub fn require_sees_catalog(&self, catalog: &str) -> CatalogResult<()> {
-        match &self.access {
-            None => Ok(()),
-            Some(access) if access.sees_catalog(catalog) => Ok(()),
-            Some(_) => Err(CatalogError::Forbidden(format!(
-                "Principal '{}' is not authorized for any operation in catalog '{catalog}'",
-                self.principal.name
-            ))),
-        }
+    /// Whether anything at all is granted to the caller in `catalog` (everything is,
+    /// without access control). Asks only the caller's grants, never the store.
+    pub fn sees_catalog(&self, catalog: &str) -> bool {
+        self.access.as_ref().is_none_or(|a| a.sees_catalog(catalog))
     }
 
     /// Refuses with 403 unless the caller acts as `service_admin` (principals, principal

@@ -77,7 +77,7 @@ async fn get_config(
         // the store, as if it existed: every call under it is then a 403, the same
         // whether it exists or not. So engines still attach (and are refused per
         // operation, as Polaris refuses them), and nobody can probe for catalog names.
-        Some(named) if ctx.require_sees_catalog(named).is_err() => named.to_string(),
+        Some(named) if !ctx.sees_catalog(named) => named.to_string(),
         _ => state.catalog.get_catalog(name).await?.name,
     };
     Ok(Json(json!({
