@@ -36,6 +36,35 @@ pub struct SecurityState {
     /// same transaction as the catalog, so a catalog created again under the name starts
     /// with none.
     pub catalog_roles: BTreeMap<String, BTreeMap<String, CatalogRoleRecord>>,
+    /// The grants a dropped table or view held, by its dropped record's id, for its
+    /// undrop to bring back. Each stays until its undrop, or until a later drop finds its
+    /// retention over (a forgotten record is never undropped, so one left a while longer
+    /// grants nothing).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub kept_grants: BTreeMap<String, KeptGrants>,
+}
+
+/// A dropped object's grants, kept for its undrop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeptGrants {
+    pub catalog: String,
+    /// When the dropped record's retention ends.
+    pub expires_ms: i64,
+    /// (role, the role's `created_ms`, privilege): a role dropped and made again under
+    /// its name since is another role, and gets nothing back.
+    pub grants: Vec<(String, i64, Privilege)>,
+}
+
+/// Where the grants on an object go when it moves or goes ([`SecurityState::grants_follow`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Follow<'a> {
+    /// Renamed: they move with it.
+    To(&'a Securable),
+    /// Dropped for good.
+    Gone,
+    /// Dropped, recoverable under the dropped record `id` until `expires_ms`: kept for
+    /// its undrop.
+    Kept { id: &'a str, expires_ms: i64 },
 }
 
 /// The parts of a principal or role that an update by version changes: properties,
@@ -232,20 +261,21 @@ impl SecurityState {
     }
 
     /// Grants follow the object they are about, as Polaris ties them to the entity: the
-    /// grants on `securable` of `catalog` move to `to` (a rename), or go (`None`: a drop),
-    /// so that nothing created later under the old name inherits them. Each role changed
-    /// gets a new version. Whether any grant was there.
+    /// grants on `securable` of `catalog` move with a rename, and go with a drop (kept
+    /// for its undrop when it is recoverable), so that nothing created later under the
+    /// old name inherits them. Each role changed gets a new version. Whether any grant
+    /// was there.
     pub fn grants_follow(
         &mut self,
         catalog: &str,
         securable: &Securable,
-        to: Option<&Securable>,
+        follow: Follow,
         now_ms: i64,
     ) -> bool {
         let Some(roles) = self.catalog_roles.get_mut(catalog) else {
             return false;
         };
-        let mut changed = false;
+        let (mut changed, mut kept) = (false, Vec::new());
         for role in roles.values_mut() {
             let on: Vec<Grant> = role
                 .grants
@@ -258,23 +288,75 @@ impl SecurityState {
             }
             for grant in on {
                 role.grants.remove(&grant);
-                if let Some(to) = to {
-                    role.grants.insert(Grant {
-                        securable: to.clone(),
-                        privilege: grant.privilege,
-                    });
+                match follow {
+                    Follow::To(to) => {
+                        role.grants.insert(Grant {
+                            securable: to.clone(),
+                            privilege: grant.privilege,
+                        });
+                    }
+                    Follow::Gone => {}
+                    Follow::Kept { .. } => {
+                        kept.push((role.name.clone(), role.created_ms, grant.privilege))
+                    }
                 }
             }
             role.version += 1;
             role.updated_ms = now_ms;
             changed = true;
         }
+        if let Follow::Kept { id, expires_ms } = follow {
+            self.kept_grants.retain(|_, k| k.expires_ms > now_ms);
+            if !kept.is_empty() {
+                self.kept_grants.insert(
+                    id.to_string(),
+                    KeptGrants {
+                        catalog: catalog.to_string(),
+                        expires_ms,
+                        grants: kept,
+                    },
+                );
+            }
+        }
         changed
+    }
+
+    /// Whether grants are kept for the dropped record `id`.
+    pub fn keeps_grants_for(&self, id: &str) -> bool {
+        self.kept_grants.contains_key(id)
+    }
+
+    /// Gives back the grants kept for the dropped record `id` (undropped as `to`) to the
+    /// roles that held them, where those roles still exist; the kept entry goes. Each
+    /// role changed gets a new version. Whether an entry was kept.
+    pub fn restore_grants(&mut self, id: &str, to: &Securable, now_ms: i64) -> bool {
+        let Some(kept) = self.kept_grants.remove(id) else {
+            return false;
+        };
+        let Some(roles) = self.catalog_roles.get_mut(&kept.catalog) else {
+            return true;
+        };
+        let mut changed = BTreeSet::new();
+        for (name, created_ms, privilege) in kept.grants {
+            let Some(role) = roles.get_mut(&name).filter(|r| r.created_ms == created_ms) else {
+                continue;
+            };
+            let grant = Grant {
+                securable: to.clone(),
+                privilege,
+            };
+            if role.grants.insert(grant) && changed.insert(name) {
+                role.version += 1;
+                role.updated_ms = now_ms;
+            }
+        }
+        true
     }
 
     /// Forgets a dropped catalog's roles and their assignments.
     pub fn remove_catalog(&mut self, catalog: &str) {
         self.catalog_roles.remove(catalog);
+        self.kept_grants.retain(|_, k| k.catalog != catalog);
         for role in self.principal_roles.values_mut() {
             role.catalog_roles.retain(|(c, _)| c != catalog);
         }
@@ -443,25 +525,121 @@ mod tests {
         );
         assert!(!s.has_grants_on("c8", &table("t")));
         // A rename moves them, with a new role version.
-        assert!(s.grants_follow("c7", &table("t"), Some(&table("u")), 9));
+        assert!(s.grants_follow("c7", &table("t"), Follow::To(&table("u")), 9));
         let moved = readers(&s);
         assert!(!s.has_grants_on("c7", &table("t")));
         assert!(s.has_grants_on("c7", &table("u")));
         assert_eq!(moved.grants.len(), before.grants.len());
         assert_eq!((moved.version, moved.updated_ms), (before.version + 1, 9));
         // A drop removes them; nothing else changes.
-        assert!(s.grants_follow("c7", &table("u"), None, 10));
+        assert!(s.grants_follow("c7", &table("u"), Follow::Gone, 10));
         assert!(!s.has_grants_on("c7", &table("u")));
         assert_eq!(readers(&s).grants.len(), before.grants.len() - 2);
         let unchanged = s.clone();
-        assert!(!s.grants_follow("c7", &table("u"), None, 11));
-        assert!(!s.grants_follow("c9", &table("t"), None, 11));
+        assert!(!s.grants_follow("c7", &table("u"), Follow::Gone, 11));
+        assert!(!s.grants_follow("c9", &table("t"), Follow::Gone, 11));
         assert_eq!(s, unchanged);
     }
 
     #[test]
+    fn a_recoverable_drop_keeps_its_grants_for_the_undrop() {
+        let table = |name: &str| Securable::Table {
+            namespace: vec!["db".into()],
+            name: name.into(),
+        };
+        let mut s = state();
+        let grant = |securable: Securable, privilege| Grant {
+            securable,
+            privilege,
+        };
+        let add = |s: &mut SecurityState, role: &str, created_ms: i64, grants: Vec<Grant>| {
+            s.catalog_roles.get_mut("c7").unwrap().insert(
+                role.into(),
+                CatalogRoleRecord {
+                    name: role.into(),
+                    properties: Properties::new(),
+                    grants: grants.into_iter().collect(),
+                    created_ms,
+                    updated_ms: 0,
+                    version: 1,
+                },
+            );
+        };
+        add(
+            &mut s,
+            "writer",
+            5,
+            vec![
+                grant(table("t"), Privilege::TABLE_WRITE_DATA),
+                grant(table("t"), Privilege::TABLE_DROP),
+            ],
+        );
+        add(
+            &mut s,
+            "gone",
+            5,
+            vec![grant(table("t"), Privilege::TABLE_READ_DATA)],
+        );
+        let kept = |id| Follow::Kept {
+            id,
+            expires_ms: 100,
+        };
+        assert!(s.grants_follow("c7", &table("t"), kept("d1"), 10));
+        assert!(!s.has_grants_on("c7", &table("t")));
+        assert!(s.keeps_grants_for("d1"));
+        // The role "gone" is dropped and made again: another role, which gets nothing.
+        s.catalog_roles.get_mut("c7").unwrap().remove("gone");
+        add(&mut s, "gone", 20, vec![]);
+        let before = s.catalog_roles["c7"]["writer"].clone();
+        assert!(s.restore_grants("d1", &table("u"), 30));
+        let writer = &s.catalog_roles["c7"]["writer"];
+        assert_eq!(
+            writer.grants,
+            BTreeSet::from([
+                grant(table("u"), Privilege::TABLE_WRITE_DATA),
+                grant(table("u"), Privilege::TABLE_DROP),
+            ])
+        );
+        assert_eq!(
+            (writer.version, writer.updated_ms),
+            (before.version + 1, 30)
+        );
+        assert!(s.catalog_roles["c7"]["gone"].grants.is_empty());
+        assert!(!s.keeps_grants_for("d1"), "given back once");
+        assert!(!s.restore_grants("d1", &table("u"), 31));
+        // Kept entries go once their retention is over (at the next keeping drop), and
+        // with their catalog.
+        assert!(s.grants_follow("c7", &table("u"), kept("d2"), 40));
+        let later = Follow::Kept {
+            id: "d3",
+            expires_ms: 300,
+        };
+        s.catalog_roles
+            .get_mut("c7")
+            .unwrap()
+            .get_mut("writer")
+            .unwrap()
+            .grants = BTreeSet::from([grant(table("v"), Privilege::TABLE_DROP)]);
+        assert!(s.grants_follow("c7", &table("v"), later, 150));
+        assert!(!s.keeps_grants_for("d2") && s.keeps_grants_for("d3"));
+        s.remove_catalog("c7");
+        assert!(s.kept_grants.is_empty());
+        // Without grants on it, a drop keeps nothing.
+        assert!(!s.grants_follow("c7", &table("w"), kept("d4"), 50));
+        assert!(!s.keeps_grants_for("d4"));
+    }
+
+    #[test]
     fn the_document_round_trips_as_json() {
-        let s = state();
+        let mut s = state();
+        s.kept_grants.insert(
+            "d1".into(),
+            KeptGrants {
+                catalog: "c7".into(),
+                expires_ms: 9,
+                grants: vec![("reader".into(), 0, Privilege::TABLE_DROP)],
+            },
+        );
         let json = serde_json::to_string(&s).unwrap();
         assert_eq!(serde_json::from_str::<SecurityState>(&json).unwrap(), s);
     }

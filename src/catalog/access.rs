@@ -14,8 +14,8 @@ use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Grant, Privilege, Securable};
 use crate::auth::secrets::{new_credentials, SecretHashes};
 use crate::auth::state::{
-    CatalogRoleRecord, PrincipalRecord, PrincipalRoleRecord, SecurityState, CATALOG_ADMIN, ROOT,
-    SERVICE_ADMIN,
+    CatalogRoleRecord, Follow, PrincipalRecord, PrincipalRoleRecord, SecurityState, CATALOG_ADMIN,
+    ROOT, SERVICE_ADMIN,
 };
 use crate::model::{now_ms, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{Mutation, Presence, WriteBatch};
@@ -523,17 +523,13 @@ impl Catalog {
             Privilege::CATALOG_MANAGE_ACCESS,
             &Securable::Catalog,
         )?;
-        let mut present = None;
-        if add {
-            if !grant.securable.grantable(grant.privilege) {
-                return Err(CatalogError::bad_request(format!(
-                    "Privilege {} cannot be granted on a {} (one of the management API's {} values)",
-                    grant.privilege.as_str(),
-                    grant.securable.kind(),
-                    grant.securable.privilege_enum(),
-                )));
-            }
-            present = self.check_securable(&record, &grant.securable).await?;
+        if add && !grant.securable.grantable(grant.privilege) {
+            return Err(CatalogError::bad_request(format!(
+                "Privilege {} cannot be granted on a {} (one of the management API's {} values)",
+                grant.privilege.as_str(),
+                grant.securable.kind(),
+                grant.securable.privilege_enum(),
+            )));
         }
         let outcome = if add {
             Outcome::Json {
@@ -546,6 +542,15 @@ impl Catalog {
         // The grant commits only while its object still exists (`present`): a drop
         // meanwhile takes the object's grants with it (`grants_follow`), so one that
         // slipped in after it would apply to whatever is created under the name later.
+        // Revoking needs no check (the grant must exist).
+        let (record, securable) = (&record, &grant.securable);
+        let present = move || async move {
+            if add {
+                self.check_securable(record, securable).await
+            } else {
+                Ok(None)
+            }
+        };
         self.change_security_with(ctx, "change-grant", Mutation::None, present, |state| {
             let role = state
                 .catalog_roles
@@ -591,10 +596,14 @@ impl Catalog {
             }
             Securable::Policy { namespace, name } => {
                 // Policies live in the catalog's policy document, which the store does
-                // not read: checked here only (see `grants_follow`).
+                // not read: the grant commits only while that document is as read here.
                 let namespace = Namespace::new(namespace.clone())?;
-                self.policy_state(record).await?.1.get(&namespace, name)?;
-                return Ok(None);
+                let (version, policies) = self.policy_state(record).await?;
+                policies.get(&namespace, name)?;
+                return Ok(Some(Presence::Policies {
+                    catalog: record.id,
+                    version,
+                }));
             }
         };
         let namespace = Namespace::new(levels.clone())?;
@@ -618,12 +627,13 @@ impl Catalog {
     }
 
     /// Makes a drop's or rename's `batch` carry the grants on `securable` along with its
-    /// object (`SecurityState::grants_follow`): moved to `to` or removed in the same
-    /// transaction when there are any, and otherwise asserted to be still none
-    /// (`security_seen`), which a grant committed meanwhile breaks (`Conflict`: the
-    /// caller retries, `Catalog::apply` having re-read the model). A grant's own write
-    /// holds its object (`present`), so a grant and a drop never both miss each other.
-    /// Policies are the one exception: a grant racing a policy's drop may outlive it.
+    /// object (`SecurityState::grants_follow`): moved to `to`, or removed (kept for the
+    /// undrop when the drop keeps a recoverable record) in the same transaction when
+    /// there are any, and otherwise asserted to be still none (`security_seen`), which a
+    /// grant committed meanwhile breaks (`Conflict`: the caller retries, `Catalog::apply`
+    /// having re-read the model). A grant's own write holds its object (`present`), so a
+    /// grant and a drop never both miss each other. A grant on a policy holds the
+    /// catalog's policy document, which the policy's drop swaps, in the same way.
     pub(super) async fn grants_follow(
         &self,
         batch: &mut WriteBatch,
@@ -636,8 +646,45 @@ impl Catalog {
             batch.security_seen = Some(current.version);
             return Ok(());
         }
+        let follow = match (to, &batch.mutation) {
+            (Some(to), _) => Follow::To(to),
+            (
+                None,
+                Mutation::DropObject {
+                    retain: Some(retention),
+                    ..
+                },
+            ) => Follow::Kept {
+                id: &retention.id,
+                expires_ms: retention.expires_ms,
+            },
+            (None, _) => Follow::Gone,
+        };
         let mut state = current.state.clone();
-        state.grants_follow(catalog, securable, to, batch.now_ms);
+        state.grants_follow(catalog, securable, follow, batch.now_ms);
+        let document = serde_json::to_string(&state).map_err(CatalogError::internal)?;
+        batch.security = Some((current.version, document));
+        Ok(())
+    }
+
+    /// Makes an undrop's `batch` give back, on `to`, the grants its object held when it
+    /// was dropped (`SecurityState::restore_grants`), in the same transaction. When none
+    /// are kept, asserts that the model looked in is current (`security_seen`): a node
+    /// whose model predates the drop would otherwise bring the object back without them
+    /// (`Conflict`; the caller retries on the model `Catalog::apply` re-read).
+    pub(super) async fn grants_return(
+        &self,
+        batch: &mut WriteBatch,
+        dropped_id: &str,
+        to: &Securable,
+    ) -> CatalogResult<()> {
+        let current = self.security().await?;
+        if !current.state.keeps_grants_for(dropped_id) {
+            batch.security_seen = Some(current.version);
+            return Ok(());
+        }
+        let mut state = current.state.clone();
+        state.restore_grants(dropped_id, to, batch.now_ms);
         let document = serde_json::to_string(&state).map_err(CatalogError::internal)?;
         batch.security = Some((current.version, document));
         Ok(())

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::error::{CatalogError, CatalogResult};
 use super::locations::check_allowed;
-use super::objects::{by_kind, identity, require_internal, write_event, Identity};
+use super::objects::{by_kind, identity, require_internal, securable, write_event, Identity};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
@@ -129,7 +129,21 @@ impl Catalog {
             id: id.to_string(),
             write,
         };
-        self.write(ctx, undrop, &Outcome::NoContent, events).await?;
+        let batch = self.batch(ctx, undrop, &Outcome::NoContent, events);
+        let attempts = self.settings.max_commit_attempts.max(1);
+        for attempt in 1..=attempts {
+            // The grants it held come back with it (a retry: on the model re-read).
+            let mut batch = batch.clone();
+            self.grants_return(&mut batch, id, &securable(dropped.kind, &ident))
+                .await?;
+            match self.apply(batch, None).await {
+                Err(StoreError::Conflict) if attempt < attempts => continue,
+                other => {
+                    other?;
+                    break;
+                }
+            }
+        }
         Ok(json!({
             "namespace": ident.namespace.levels(),
             "name": ident.name,

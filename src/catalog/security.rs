@@ -180,21 +180,32 @@ impl Catalog {
         mutation: Mutation,
         change: impl Fn(&mut SecurityState) -> CatalogResult<(T, Outcome)>,
     ) -> CatalogResult<T> {
-        self.change_security_with(ctx, action, mutation, None, change)
-            .await
+        self.change_security_with(
+            ctx,
+            action,
+            mutation,
+            || std::future::ready(Ok(None)),
+            change,
+        )
+        .await
     }
 
-    /// As [`Self::change_security`], committing only while `present` exists (a grant's
-    /// object).
-    pub(super) async fn change_security_with<T>(
+    /// As [`Self::change_security`], committing only while what `present` finds exists (a
+    /// grant's object). It looks again at each attempt: the race lost may have been with
+    /// that object's drop, or (for a policy) with any change of its catalog's policies.
+    pub(super) async fn change_security_with<T, Found>(
         &self,
         ctx: &RequestContext,
         action: &str,
         mutation: Mutation,
-        present: Option<Presence>,
+        present: impl Fn() -> Found,
         change: impl Fn(&mut SecurityState) -> CatalogResult<(T, Outcome)>,
-    ) -> CatalogResult<T> {
+    ) -> CatalogResult<T>
+    where
+        Found: std::future::Future<Output = CatalogResult<Option<Presence>>>,
+    {
         for _ in 0..MAX_CHANGE_ATTEMPTS {
+            let present = present().await?;
             let current = self.reload_security().await?;
             let mut state = current.state.clone();
             let (value, outcome) = change(&mut state)?;
@@ -202,7 +213,7 @@ impl Catalog {
             let events = self.security_events(ctx, action, &mutation);
             let mut batch: WriteBatch = self.batch(ctx, mutation.clone(), &outcome, events);
             batch.security = Some((current.version, document));
-            batch.present = present.clone();
+            batch.present = present;
             match self.apply(batch, None).await {
                 Err(StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),

@@ -124,8 +124,8 @@ pub struct ObjectWrite {
     pub check_location: bool,
 }
 
-/// A namespace, or a table, view or generic table, that a write needs to exist
-/// ([`WriteBatch::present`]).
+/// A namespace, or a table, view or generic table, that a write needs to exist, or the
+/// policy document a policy was found in ([`WriteBatch::present`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Presence {
     Namespace {
@@ -138,6 +138,12 @@ pub enum Presence {
         ident: Ident,
         kinds: Vec<ObjectKind>,
     },
+    /// The catalog's policy document still at `version` (`Conflict` otherwise): policies
+    /// live in that document, which the store does not read, so a grant on one asserts
+    /// the version it found the policy in, and a policy's drop, which swaps the document,
+    /// cannot commit unseen beside it. Any other change of the document fails the grant
+    /// too; its caller then looks for the policy again.
+    Policies { catalog: CatalogId, version: i64 },
 }
 
 impl Presence {
@@ -151,6 +157,7 @@ impl Presence {
                 kind: kinds.first().copied().unwrap_or(ObjectKind::Table),
                 ident: ident.clone(),
             },
+            Presence::Policies { .. } => StoreError::Conflict,
         }
     }
 }
@@ -400,8 +407,9 @@ pub struct WriteBatch {
     /// for (PostgreSQL), so one of the two always sees the other.
     pub security_seen: Option<i64>,
     /// What the batch's grant is about, which must exist when it commits (the store's
-    /// `NamespaceMissing` / `ObjectMissing` otherwise), held until then against a
-    /// concurrent drop or rename.
+    /// `NamespaceMissing` / `ObjectMissing` otherwise; for a policy, its catalog's policy
+    /// document at the version it was found in, `Conflict` otherwise), held until then
+    /// against a concurrent drop or rename.
     pub present: Option<Presence>,
     /// A catalog's new policy document (`Conflict` if its version moved): a namespace
     /// drop carries one, so that no policy is created in, or attached to, a namespace

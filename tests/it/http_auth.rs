@@ -468,7 +468,7 @@ async fn roles_by_operation_allowed_and_denied() {
 
 /// Grants belong to the object, as in Polaris, not to its name: a rename takes them
 /// along, a drop takes them away, and nothing created later under a dropped name
-/// inherits them (namespaces, tables, views, policies alike).
+/// inherits them (namespaces, tables, views, policies alike); an undrop brings them back.
 #[tokio::test]
 async fn grants_follow_their_object_through_renames_and_drops() {
     let s = secure_server().await;
@@ -555,10 +555,42 @@ async fn grants_follow_their_object_through_renames_and_drops() {
     for r in refused {
         r.error(403, "ForbiddenException");
     }
+    // An undrop brings the table and the view back with their grants, under the names
+    // they come back as; the names taken since stay closed.
+    let dropped = root
+        .get(&format!("{MGMT}/catalogs/default/dropped"))
+        .await
+        .ok(200)
+        .json();
+    for (name, to) in [("u", "u_old"), ("v", "v_old")] {
+        let id = dropped["dropped"]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .find(|d| d["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {dropped}"))["id"]
+            .as_str()
+            .expect("an id")
+            .to_string();
+        root.post(
+            &format!("{MGMT}/catalogs/default/dropped/{id}/undrop"),
+            &json!({"namespace": ["db"], "name": to}),
+        )
+        .await
+        .ok(200);
+    }
+    reader.get(&table_url(&["db"], "u_old")).await.ok(200);
+    reader.get(&view_url(&["db"], "v_old")).await.ok(200);
+    reader
+        .get(&table_url(&["db"], "u"))
+        .await
+        .error(403, "ForbiddenException");
+    assert_eq!(grants().await.as_array().unwrap().len(), 2);
 }
 
-/// A grant racing the drop of its object: whichever commits first, no grant outlives
-/// the object (the grant is refused, or the drop takes it along).
+/// A grant racing the drop of its object (a table, or a policy): whichever commits
+/// first, no grant outlives the object (the grant is refused, or the drop takes it
+/// along).
 #[tokio::test]
 async fn a_grant_racing_a_drop_never_outlives_the_object() {
     let s = secure_server().await;
@@ -591,6 +623,28 @@ async fn a_grant_racing_a_drop_never_outlives_the_object() {
         );
         let held = root.get(&grants_url).await.ok(200).json()["grants"].clone();
         assert_eq!(held, json!([]), "round {round}: a grant outlived its table");
+        // A policy, which lives in its catalog's policy document, not in a row.
+        let policies = "/api/catalog/polaris/v1/default/namespaces/db/policies";
+        let policy = json!({"name": name, "type": "system.snapshot-expiry",
+            "content": "{\"enable\": true}"});
+        root.post(policies, &policy).await.ok(200);
+        let grant = json!({"grant": {"type": "policy", "namespace": ["db"],
+            "policyName": name, "privilege": "POLICY_READ"}});
+        let url = format!("{policies}/{name}");
+        let (granted, dropped) = tokio::join!(root.put(&grants_url, &grant), root.delete(&url));
+        dropped.ok(204);
+        assert!(
+            granted.status == 201 || granted.status == 404,
+            "{}: {}",
+            granted.status,
+            granted.body
+        );
+        let held = root.get(&grants_url).await.ok(200).json()["grants"].clone();
+        assert_eq!(
+            held,
+            json!([]),
+            "round {round}: a grant outlived its policy"
+        );
     }
 }
 

@@ -1185,7 +1185,7 @@ async fn drops_and_renames_compare_and_swap(store: Arc<dyn Store>) {
 }
 
 /// The two halves of grants following their objects: a grant commits only while its
-/// object exists (`present`), and a drop or rename that saw no grant commits only while
+/// object exists, or its policy document is as it was read (`present`), and a drop or rename that saw no grant commits only while
 /// the security document is as it saw it (`security_seen`).
 async fn grants_hold_their_object_and_drops_see_new_grants(store: Arc<dyn Store>) {
     let c = catalog_with_db(&store, "c").await;
@@ -1279,6 +1279,33 @@ async fn grants_hold_their_object_and_drops_see_new_grants(store: Arc<dyn Store>
         Err(StoreError::ObjectMissing { .. })
     ));
     assert_eq!(store.security_version().await.unwrap(), 2);
+    // A policy grant holds its catalog's policy document at the version it read: none
+    // yet (0), then 1 once written; any other version loses, changing nothing.
+    let policies = |catalog: CatalogId, version: i64| Presence::Policies { catalog, version };
+    store.write(grant(policies(c.id, 0), 2)).await.unwrap();
+    store
+        .write(WriteBatch {
+            policies: Some(PolicyWrite {
+                catalog: c.id,
+                expected_version: 0,
+                document: "{}".into(),
+            }),
+            ..batch(Mutation::None)
+        })
+        .await
+        .unwrap();
+    for stale in [policies(c.id, 0), policies(c.id, 2)] {
+        assert!(
+            matches!(
+                store.write(grant(stale.clone(), 3)).await,
+                Err(StoreError::Conflict)
+            ),
+            "{stale:?}"
+        );
+    }
+    assert_eq!(store.security_version().await.unwrap(), 3);
+    store.write(grant(policies(c.id, 1), 3)).await.unwrap();
+    assert_eq!(store.security_version().await.unwrap(), 4);
 }
 
 fn events_for(catalog: &CatalogRecord, drafts: Vec<Draft>) -> Vec<ChangeEvent> {

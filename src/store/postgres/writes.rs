@@ -222,6 +222,17 @@ async fn require_present(q: &impl Queries, presence: &Presence) -> Attempt<()> {
             .await?
             .and_then(|row| ObjectKind::parse(row.get(0)))
             .is_some_and(|kind| kinds.contains(&kind)),
+        // A policy's drop holds this row (its document swap) until it commits; waiting
+        // here, this then reads the version it left.
+        Presence::Policies { catalog, version } => {
+            q.query_opt_typed(
+                "SELECT version FROM policies WHERE catalog_id = $1 FOR SHARE",
+                &[int8(&catalog.0)],
+            )
+            .await?
+            .map_or(0, |row| row.get::<_, i64>(0))
+                == *version
+        }
     };
     if !found {
         return Err(presence.missing().into());

@@ -215,7 +215,8 @@ fn require_security_version(tx: &Transaction, expected: i64) -> StoreResult<()> 
     Ok(())
 }
 
-/// The presence's error unless what it names exists.
+/// The presence's error unless what it names exists (or, for a policy document, is still
+/// at the version given).
 fn require_present(tx: &Transaction, presence: &Presence) -> StoreResult<()> {
     match presence {
         Presence::Namespace { catalog, namespace } => require_namespace(tx, *catalog, namespace),
@@ -227,6 +228,17 @@ fn require_present(tx: &Transaction, presence: &Presence) -> StoreResult<()> {
             Some(kind) if kinds.contains(&kind) => Ok(()),
             _ => Err(presence.missing()),
         },
+        Presence::Policies { catalog, version } => {
+            let found: Option<i64> = tx
+                .prepare_cached("SELECT version FROM policies WHERE catalog_id = ?1")
+                .and_then(|mut s| s.query_row([catalog.0], |r| r.get(0)).optional())
+                .map_err(internal)?;
+            if found.unwrap_or(0) == *version {
+                Ok(())
+            } else {
+                Err(presence.missing())
+            }
+        }
     }
 }
 
