@@ -646,25 +646,25 @@ impl Catalog {
             batch.security_seen = Some(current.version);
             return Ok(());
         }
-        let follow = match (to, &batch.mutation) {
-            (Some(to), _) => Follow::To(to),
-            (
-                None,
-                Mutation::DropObject {
-                    retain: Some(retention),
-                    ..
-                },
-            ) => Follow::Kept {
-                id: &retention.id,
-                expires_ms: retention.expires_ms,
-            },
-            (None, _) => Follow::Gone,
+        // A recoverable drop keeps them for its undrop.
+        let kept = match &batch.mutation {
+            Mutation::DropObject {
+                retain: Some(retention),
+                ..
+            } => Some((retention.id.clone(), retention.expires_ms)),
+            _ => None,
         };
-        let mut state = current.state.clone();
-        state.grants_follow(catalog, securable, follow, batch.now_ms);
-        let document = serde_json::to_string(&state).map_err(CatalogError::internal)?;
-        batch.security = Some((current.version, document));
-        Ok(())
+        let follow = match (to, &kept) {
+            (Some(to), _) => Follow::To(to),
+            (None, Some((id, expires_ms))) => Follow::Kept {
+                id,
+                expires_ms: *expires_ms,
+            },
+            (None, None) => Follow::Gone,
+        };
+        swap_security(batch, &current, |state, now| {
+            state.grants_follow(catalog, securable, follow, now);
+        })
     }
 
     /// Makes an undrop's `batch` give back, on `to`, the grants its object held when it
@@ -683,10 +683,22 @@ impl Catalog {
             batch.security_seen = Some(current.version);
             return Ok(());
         }
-        let mut state = current.state.clone();
-        state.restore_grants(dropped_id, to, batch.now_ms);
-        let document = serde_json::to_string(&state).map_err(CatalogError::internal)?;
-        batch.security = Some((current.version, document));
-        Ok(())
+        swap_security(batch, &current, |state, now| {
+            state.restore_grants(dropped_id, to, now);
+        })
     }
+}
+
+/// Makes `batch` replace the security model `current` by what `change` makes of it (at
+/// the batch's time), by compare-and-swap on its version.
+fn swap_security(
+    batch: &mut WriteBatch,
+    current: &super::security::Cached,
+    change: impl FnOnce(&mut SecurityState, i64),
+) -> CatalogResult<()> {
+    let mut state = current.state.clone();
+    change(&mut state, batch.now_ms);
+    let document = serde_json::to_string(&state).map_err(CatalogError::internal)?;
+    batch.security = Some((current.version, document));
+    Ok(())
 }

@@ -602,6 +602,24 @@ async fn a_grant_racing_a_drop_never_outlives_the_object() {
     .await
     .ok(201);
     let grants_url = format!("{MGMT}/catalogs/default/catalog-roles/racer/grants");
+    // The grant and the drop at once: the drop wins, the grant is a 201 or a 404, and no
+    // grant is left.
+    let race = |grant: &Value, url: &str, what: &str| {
+        let (root, grants_url) = (&root, &grants_url);
+        let (grant, url, what) = (grant.clone(), url.to_string(), what.to_string());
+        async move {
+            let (granted, dropped) = tokio::join!(root.put(grants_url, &grant), root.delete(&url));
+            dropped.ok(204);
+            assert!(
+                granted.status == 201 || granted.status == 404,
+                "{what}: {}: {}",
+                granted.status,
+                granted.body
+            );
+            let held = root.get(grants_url).await.ok(200).json()["grants"].clone();
+            assert_eq!(held, json!([]), "{what}: a grant outlived its object");
+        }
+    };
     for round in 0..40 {
         let name = format!("r{round}");
         root.post(
@@ -612,17 +630,12 @@ async fn a_grant_racing_a_drop_never_outlives_the_object() {
         .ok(200);
         let grant = json!({"grant": {"type": "table", "namespace": ["db"],
             "tableName": name, "privilege": "TABLE_READ_DATA"}});
-        let url = table_url(&["db"], &name);
-        let (granted, dropped) = tokio::join!(root.put(&grants_url, &grant), root.delete(&url));
-        dropped.ok(204);
-        assert!(
-            granted.status == 201 || granted.status == 404,
-            "{}: {}",
-            granted.status,
-            granted.body
-        );
-        let held = root.get(&grants_url).await.ok(200).json()["grants"].clone();
-        assert_eq!(held, json!([]), "round {round}: a grant outlived its table");
+        race(
+            &grant,
+            &table_url(&["db"], &name),
+            &format!("round {round}: table"),
+        )
+        .await;
         // A policy, which lives in its catalog's policy document, not in a row.
         let policies = "/api/catalog/polaris/v1/default/namespaces/db/policies";
         let policy = json!({"name": name, "type": "system.snapshot-expiry",
@@ -630,21 +643,12 @@ async fn a_grant_racing_a_drop_never_outlives_the_object() {
         root.post(policies, &policy).await.ok(200);
         let grant = json!({"grant": {"type": "policy", "namespace": ["db"],
             "policyName": name, "privilege": "POLICY_READ"}});
-        let url = format!("{policies}/{name}");
-        let (granted, dropped) = tokio::join!(root.put(&grants_url, &grant), root.delete(&url));
-        dropped.ok(204);
-        assert!(
-            granted.status == 201 || granted.status == 404,
-            "{}: {}",
-            granted.status,
-            granted.body
-        );
-        let held = root.get(&grants_url).await.ok(200).json()["grants"].clone();
-        assert_eq!(
-            held,
-            json!([]),
-            "round {round}: a grant outlived its policy"
-        );
+        race(
+            &grant,
+            &format!("{policies}/{name}"),
+            &format!("round {round}: policy"),
+        )
+        .await;
     }
 }
 
