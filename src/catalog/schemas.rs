@@ -146,11 +146,15 @@ pub fn check_format(schema: &Schema, version: FormatVersion) -> CatalogResult<()
 /// of its field's type. iceberg-rust's parser drops such a default rather than failing,
 /// so the typed body cannot tell; this reads the text again as plain JSON, and only when
 /// it names a default at all (a byte search, so no other body pays for a second parse).
+/// A key may spell any of its characters as a `\uXXXX` escape, which the byte search
+/// cannot see through: a body with any such escape is parsed as well.
 /// A field is any object with a numeric `id`, a string `name` and a `type` that parses
 /// as an Iceberg type: property maps, whose values are all strings, never look like one.
 /// Called only on text the typed parse took.
 pub fn check_default_text(body: &[u8]) -> CatalogResult<()> {
-    if memchr::memmem::find(body, b"-default\"").is_none() {
+    if memchr::memmem::find(body, b"-default\"").is_none()
+        && memchr::memmem::find(body, b"\\u").is_none()
+    {
         return Ok(());
     }
     match serde_json::from_slice::<serde_json::Value>(body) {
@@ -453,6 +457,15 @@ mod tests {
         let properties =
             r#"{"properties": {"id": "1", "name": "n", "type": "int", "write-default": "abc"}}"#;
         check_default_text(properties.as_bytes()).unwrap();
+        // A default whose key is spelled with escapes, which the byte search misses.
+        for key in [r#"write\u002ddefault"#, r#"initial-defaul\u0074"#] {
+            let escaped = field(r#""abc""#, r#""int""#).replace("write-default", key);
+            assert!(!escaped.contains("-default\""), "{escaped}");
+            let error = check_default_text(escaped.as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("default for field n"), "{error}");
+        }
         // A default hidden past the plain parse's depth by a deeply nested other key.
         let deep = format!(
             r#"{{"junk": {}1{}, "f": {}}}"#,

@@ -117,42 +117,99 @@ fn only_referenced_snapshots(metadata: &str) -> CatalogResult<String> {
     to_json(&doc)
 }
 
-/// Checks a metrics report has the shape of the spec's ReportMetricsRequest.
+/// Checks a metrics report has the shape of the spec's ReportMetricsRequest: each field
+/// it names of the type the spec gives (Java's `ReportMetricsRequestParser` refuses any
+/// other), and each metric a counter (`unit`, `value`) or a timer (`time-unit`, `count`,
+/// `total-duration`) with integer counts, not negative. The filter is checked only as
+/// JSON's kind (an expression object or a bare boolean, Java's `alwaysTrue()`): a report
+/// names the columns of the snapshot it scanned, which later schema changes may drop.
 fn validate_metrics_report(report: &serde_json::Value) -> CatalogResult<()> {
+    use serde_json::Value;
     let bad = |what: &str| CatalogError::bad_request(format!("Invalid metrics report: {what}"));
     let object = report
         .as_object()
         .ok_or_else(|| bad("expected a JSON object"))?;
-    let required: &[&str] = match object.get("report-type").and_then(|t| t.as_str()) {
+    fn string(v: &Value) -> bool {
+        v.is_string()
+    }
+    fn long(v: &Value) -> bool {
+        v.is_i64()
+    }
+    fn int(v: &Value) -> bool {
+        v.as_i64().is_some_and(|n| i32::try_from(n).is_ok())
+    }
+    fn ints(v: &Value) -> bool {
+        v.as_array().is_some_and(|a| a.iter().all(int))
+    }
+    fn strings(v: &Value) -> bool {
+        v.as_array().is_some_and(|a| a.iter().all(string))
+    }
+    fn expression(v: &Value) -> bool {
+        v.is_object() || v.is_boolean()
+    }
+    fn metrics(v: &Value) -> bool {
+        v.is_object()
+    }
+    type Check = (&'static str, fn(&Value) -> bool, &'static str);
+    let fields: &[Check] = match object.get("report-type").and_then(Value::as_str) {
         Some("scan-report") => &[
-            "table-name",
-            "snapshot-id",
-            "filter",
-            "schema-id",
-            "projected-field-ids",
-            "projected-field-names",
-            "metrics",
+            ("table-name", string, "a string"),
+            ("snapshot-id", long, "an integer"),
+            ("filter", expression, "an expression"),
+            ("schema-id", int, "an integer"),
+            ("projected-field-ids", ints, "an array of integers"),
+            ("projected-field-names", strings, "an array of strings"),
+            ("metrics", metrics, "an object"),
         ],
         Some("commit-report") => &[
-            "table-name",
-            "snapshot-id",
-            "sequence-number",
-            "operation",
-            "metrics",
+            ("table-name", string, "a string"),
+            ("snapshot-id", long, "an integer"),
+            ("sequence-number", long, "an integer"),
+            ("operation", string, "a string"),
+            ("metrics", metrics, "an object"),
         ],
         Some(other) => return Err(bad(&format!("unknown report-type {other}"))),
         None => return Err(bad("report-type is required")),
     };
-    for field in required {
-        if !object.contains_key(*field) {
-            return Err(bad(&format!("{field} is required")));
+    for (field, fits, kind) in fields {
+        match object.get(*field) {
+            None => return Err(bad(&format!("{field} is required"))),
+            Some(value) if !fits(value) => {
+                return Err(bad(&format!("{field} must be {kind}")));
+            }
+            Some(_) => {}
         }
     }
-    if !object["snapshot-id"].is_i64() {
-        return Err(bad("snapshot-id must be an integer"));
+    if let Some(metadata) = object.get("metadata") {
+        let map = metadata.as_object().filter(|m| m.values().all(string));
+        if map.is_none() {
+            return Err(bad("metadata must be an object of strings"));
+        }
     }
-    if !object["metrics"].is_object() {
-        return Err(bad("metrics must be an object"));
+    for (name, metric) in object["metrics"].as_object().into_iter().flatten() {
+        check_metric(metric).map_err(|what| bad(&format!("metric {name}: {what}")))?;
+    }
+    Ok(())
+}
+
+/// One of a report's metrics: a counter or a timer, its numbers integers not below 0.
+fn check_metric(metric: &serde_json::Value) -> Result<(), String> {
+    let object = metric.as_object().ok_or("expected an object")?;
+    let (unit, numbers): (&str, &[&str]) = if object.contains_key("time-unit") {
+        ("time-unit", &["count", "total-duration"])
+    } else {
+        ("unit", &["value"])
+    };
+    if !object.get(unit).is_some_and(|u| u.is_string()) {
+        return Err(format!(
+            "a counter needs unit and value, a timer time-unit, count and total-duration; {unit} must be a string"
+        ));
+    }
+    for number in numbers {
+        let value = object.get(*number).and_then(|v| v.as_i64());
+        if value.is_none_or(|n| n < 0) {
+            return Err(format!("{number} must be an integer of 0 or more"));
+        }
     }
     Ok(())
 }
@@ -722,5 +779,79 @@ mod tests {
             serde_json::json!({"report-type": "scan-report", "table-name": "t", "snapshot-id": 1});
         assert!(validate_metrics_report(&missing).is_err());
         assert!(validate_metrics_report(&serde_json::json!([])).is_err());
+        let scan = serde_json::json!({"report-type": "scan-report", "table-name": "t",
+            "snapshot-id": 1, "filter": true, "schema-id": 0, "projected-field-ids": [1],
+            "projected-field-names": ["id"], "metadata": {"engine": "spark"},
+            "metrics": {"total-planning-duration": {"count": 1, "time-unit": "nanoseconds",
+            "total-duration": 2644235116u64}, "result-data-files": {"unit": "count", "value": 1}}});
+        validate_metrics_report(&scan).unwrap();
+        for (path, value, message) in [
+            (
+                "/table-name",
+                serde_json::json!(1),
+                "table-name must be a string",
+            ),
+            (
+                "/schema-id",
+                serde_json::json!(1u64 << 40),
+                "schema-id must be an integer",
+            ),
+            (
+                "/projected-field-ids",
+                serde_json::json!(["1"]),
+                "projected-field-ids must be",
+            ),
+            (
+                "/filter",
+                serde_json::json!("x"),
+                "filter must be an expression",
+            ),
+            (
+                "/metadata",
+                serde_json::json!({"a": 1}),
+                "metadata must be an object of strings",
+            ),
+            (
+                "/metrics/result-data-files/value",
+                serde_json::json!(-1),
+                "metric result-data-files: value must be an integer of 0 or more",
+            ),
+            (
+                "/metrics/result-data-files/value",
+                serde_json::json!("1"),
+                "value must be",
+            ),
+            (
+                "/metrics/total-planning-duration/count",
+                serde_json::json!(1.5),
+                "count must be",
+            ),
+            (
+                "/metrics/total-planning-duration/time-unit",
+                serde_json::json!(9),
+                "time-unit must be a string",
+            ),
+            (
+                "/metrics/x",
+                serde_json::json!(3),
+                "metric x: expected an object",
+            ),
+            (
+                "/metrics/x",
+                serde_json::json!({}),
+                "metric x: a counter needs unit and value",
+            ),
+        ] {
+            let mut report = scan.clone();
+            let (parent, key) = path.rsplit_once('/').unwrap();
+            report
+                .pointer_mut(parent)
+                .unwrap()
+                .as_object_mut()
+                .unwrap()
+                .insert(key.into(), value);
+            let error = validate_metrics_report(&report).unwrap_err().to_string();
+            assert!(error.contains(message), "{path}: {error}");
+        }
     }
 }

@@ -1129,6 +1129,24 @@ async fn metrics_reports_are_accepted() {
     s.post(&url, &json!([1, 2]))
         .await
         .error(400, "BadRequestException");
+    // A metric that is neither a counter nor a timer of counts is refused, saying which.
+    let r = s
+        .post(
+            &url,
+            &json!({
+                "report-type": "commit-report", "table-name": "default.db.t", "snapshot-id": 1,
+                "sequence-number": 1, "operation": "append",
+                "metrics": { "added-data-files": { "unit": "count", "value": -3 } },
+            }),
+        )
+        .await;
+    assert!(
+        r.body
+            .contains("metric added-data-files: value must be an integer of 0 or more"),
+        "{}",
+        r.body
+    );
+    r.error(400, "BadRequestException");
     s.post(
         &format!("{}/metrics", table_url(&["db"], "missing")),
         &json!({

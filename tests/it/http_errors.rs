@@ -931,6 +931,17 @@ async fn a_default_that_is_not_of_its_type_is_a_400() {
         r.body
     );
     r.error(400, "BadRequestException");
+    // The same default under a key spelled with a JSON escape, which names it all the same.
+    let body = json!({ "name": "x", "schema": with(json!("abc")) })
+        .to_string()
+        .replace("write-default", "write\\u002ddefault");
+    let r = s.post_raw(&tables_url(&["db"]), body).await;
+    assert!(
+        r.body.contains("Invalid write-default for field c"),
+        "{}",
+        r.body
+    );
+    r.error(400, "BadRequestException");
     s.assert_unchanged(&before, "a default not of its type")
         .await;
 
