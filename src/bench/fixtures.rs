@@ -39,9 +39,12 @@ impl FlatLayout {
     }
 }
 
+/// A create-table body, with `stage-create` spelled out as Iceberg's Java client sends it
+/// (Nessie refuses a body without it).
 pub fn table_body(name: &str) -> Bytes {
     let body = json!({
         "name": name,
+        "stage-create": false,
         "schema": {
             "type": "struct",
             "schema-id": 0,

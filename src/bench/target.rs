@@ -7,22 +7,13 @@ use std::time::Duration;
 use anyhow::{anyhow, Context};
 use bytes::Bytes;
 use hyper::Method;
-use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
 
 use super::auth::{Auth, TokenSource};
 use super::client::{self, Client, Req, Response};
 
-/// Everything but unreserved characters is escaped in a path segment.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
-pub fn encode(segment: &str) -> String {
-    utf8_percent_encode(segment, SEGMENT).to_string()
-}
+pub use crate::model::path_segment as encode;
 
 /// How to reach the server.
 #[derive(Debug, Clone)]
@@ -116,8 +107,10 @@ impl Target {
                 .or_else(|| config["defaults"][key].as_str())
                 .map(str::to_string)
         };
+        // The prefix goes into paths as the server spelled it, as Iceberg's Java client
+        // puts it (Nessie's `main|warehouse` comes already escaped: `main%7Cwarehouse`).
         let base = match setting("prefix") {
-            Some(p) => format!("{v1}/{}", encode(&p)),
+            Some(p) => format!("{v1}/{p}"),
             None => v1,
         };
         Ok(Paths {

@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde::Deserialize;
 
 use super::error::{CatalogError, CatalogResult};
@@ -43,17 +42,10 @@ struct FileLocations {
     location: String,
 }
 
-/// What a path segment keeps unescaped: RFC 3986's unreserved characters.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
-
 /// `v1/{prefix}/namespaces/{ns}/tables/{t}/{what}`, relative to the catalog's URI (as
 /// Iceberg clients resolve `client.refresh-credentials-endpoint` and `signer.endpoint`).
 fn table_endpoint(catalog: &str, ident: &Ident, what: &str) -> String {
-    let encode = |s: &str| utf8_percent_encode(s, SEGMENT).to_string();
+    let encode = crate::model::path_segment;
     let namespace: Vec<String> = ident.namespace.levels().iter().map(|l| encode(l)).collect();
     format!(
         "v1/{}/namespaces/{}/tables/{}/{what}",

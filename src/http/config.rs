@@ -80,6 +80,10 @@ async fn get_config(
         Some(named) if !ctx.sees_catalog(named) => named.to_string(),
         _ => state.catalog.get_catalog(name).await?.name,
     };
+    // Escaped as one path segment: Iceberg's clients put the prefix into their paths as
+    // given, so a name with a space or a `%` would otherwise make a path Java cannot
+    // send or one that decodes to another name. Plain names are unchanged.
+    let prefix = crate::model::path_segment(&prefix);
     Ok(Json(json!({
         "defaults": {},
         "overrides": { "prefix": prefix },

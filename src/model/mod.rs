@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-pub use names::{validate_catalog_name, Ident, InvalidName, Namespace, KEY_SEPARATOR};
+pub use names::{
+    path_segment, validate_catalog_name, Ident, InvalidName, Namespace, KEY_SEPARATOR,
+};
 
 pub type Properties = BTreeMap<String, String>;
 

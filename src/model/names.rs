@@ -158,6 +158,20 @@ pub fn validate_catalog_name(name: &str) -> NameResult<()> {
     Ok(())
 }
 
+/// What a URL path segment keeps unescaped: RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `name` spelled as one URL path segment: every byte but the unreserved ones escaped.
+/// The server's paths (decoded by the router) and the ones it hands out or sends (the
+/// config's prefix, delegated endpoints, `floe bench`) all use it.
+pub fn path_segment(name: &str) -> String {
+    percent_encoding::utf8_percent_encode(name, SEGMENT).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

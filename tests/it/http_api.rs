@@ -1785,6 +1785,49 @@ async fn management_api_rejects_bad_storage_types() {
     assert_eq!(now["storageConfigInfo"]["storageType"], "FILE");
 }
 
+/// A catalog whose name is not a plain path segment gets its prefix escaped in the
+/// config: Iceberg's clients put the prefix into their paths as given, and Java's cannot
+/// send a path with a space, nor read `%` as anything but an escape.
+#[tokio::test]
+async fn a_catalog_name_that_needs_escaping_gets_an_escaped_prefix() {
+    let s = Server::start().await;
+    let name = "sales lake%1|q";
+    let mut body = catalog_body(&s, "escaped");
+    body["catalog"]["name"] = json!(name);
+    s.post(CATALOGS, &body).await.ok(201);
+    let config = s
+        .get("/v1/config?warehouse=sales%20lake%251%7Cq")
+        .await
+        .ok(200)
+        .json();
+    let prefix = config["overrides"]["prefix"].as_str().unwrap().to_string();
+    assert_eq!(prefix, "sales%20lake%251%7Cq");
+    // The prefix, used as given, reaches that catalog and no other.
+    s.post(
+        &format!("/v1/{prefix}/namespaces"),
+        &json!({ "namespace": ["n"] }),
+    )
+    .await
+    .ok(200);
+    let tables = format!("/v1/{prefix}/namespaces/n/tables");
+    s.post(&tables, &json!({ "name": "t", "schema": schema() }))
+        .await
+        .ok(200);
+    s.get(&format!("{tables}/t")).await.ok(200);
+    let listed = s
+        .get(&format!("/v1/{prefix}/namespaces"))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(listed["namespaces"], json!([["n"]]));
+    s.get("/v1/default/namespaces/n")
+        .await
+        .error(404, "NoSuchNamespaceException");
+    // Plain names are unchanged.
+    let plain = s.get("/v1/config").await.ok(200).json();
+    assert_eq!(plain["overrides"]["prefix"], "default");
+}
+
 #[tokio::test]
 async fn a_new_catalog_serves_rest_within_its_allowed_locations() {
     let s = Server::start().await;
