@@ -21,6 +21,7 @@
 //! choice is made in one place, the [`Queries`] impls.
 //!
 //! - `mod.rs`: the pool, reads, the `Store` impl.
+//! - `settings.rs`: [`PostgresSettings`], what a node is told about its database.
 //! - `retry.rs`: error classification, and the retry loop every operation runs in.
 //! - `queries.rs`: how statements are sent (prepared and cached, or unnamed).
 //! - `readers.rs`: the connections single-statement reads share, so their statements
@@ -28,6 +29,8 @@
 //! - `schema.rs`: migrations.
 //! - `writes.rs`: [`writes::apply`], the one function that applies a `WriteBatch`, and
 //!   the row locks of a commit that lost a race.
+//! - `objects.rs`: its writes of tables and views (commit, drop, rename) and the
+//!   location-overlap check with its advisory locks.
 //! - `group.rs`: group commit (`--db-group-commit`).
 //! - `documents.rs`: documents this node loaded, so a load whose pointer has not moved
 //!   fetches only the pointer.
@@ -37,16 +40,17 @@
 mod documents;
 mod dropped;
 mod group;
+mod objects;
 mod outbox;
 mod queries;
 mod readers;
 mod retry;
 mod schema;
+mod settings;
 mod writes;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::store::cache_text::MetadataText;
 use crate::store::{
@@ -71,58 +75,11 @@ use retry::{
     Failure, MAX_ATTEMPTS,
 };
 use schema::MIGRATIONS;
+pub use settings::{default_read_connections, PostgresSettings};
 use writes::PgLocked;
 
 /// Key of the session advisory lock that serialises concurrent migrations.
 const MIGRATION_LOCK: i64 = 0x466c_6f65_4d69_6772; // "FloeMigr"
-
-/// Connection settings of the PostgreSQL store.
-#[derive(Debug, Clone)]
-pub struct PostgresSettings {
-    pub url: String,
-    /// Most connections this node opens.
-    pub pool_size: usize,
-    /// How long a request waits for a connection, or for the database to answer a
-    /// connection attempt, before it fails with 503.
-    pub timeout: Duration,
-    /// Prepare statements once per connection (off behind PgBouncer's transaction mode).
-    pub prepared_statements: bool,
-    /// Concurrent writes of this node share one transaction and COMMIT (`group.rs`).
-    pub group_commit: bool,
-    /// Bytes of loaded metadata documents kept in memory (`documents.rs`); 0: none.
-    pub document_cache_bytes: usize,
-    /// Pooled connections that single-statement reads share (`readers.rs`); 0: each
-    /// read takes a connection of its own.
-    pub read_connections: usize,
-}
-
-impl PostgresSettings {
-    pub fn new(url: impl Into<String>) -> Self {
-        PostgresSettings {
-            url: url.into(),
-            pool_size: 10,
-            timeout: Duration::from_secs(5),
-            prepared_statements: true,
-            group_commit: true,
-            document_cache_bytes: 64 << 20,
-            read_connections: default_read_connections(),
-        }
-    }
-
-    /// The shared read connections actually kept: at least one pooled connection stays
-    /// for writes.
-    fn shared_readers(&self) -> usize {
-        self.read_connections.min(self.pool_size.saturating_sub(1))
-    }
-}
-
-/// One shared read connection per two CPU cores of this machine, at least one: a
-/// backend kept busy by pipelined reads uses about a core of the database's CPU, while
-/// serving a read costs Floe about as much CPU as the database spends on it (measured:
-/// BENCHMARKS.md). More connections than that only spread the same reads thinner.
-pub fn default_read_connections() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
-}
 
 pub struct PostgresStore {
     pool: Pool,
@@ -673,7 +630,7 @@ impl Store for PostgresStore {
         let candidates = super::location_prefixes(at);
         let candidates = &candidates;
         self.read(|client| async move {
-            writes::object_overlapping(client.as_ref(), id, at, candidates, ident).await
+            objects::object_overlapping(client.as_ref(), id, at, candidates, ident).await
         })
         .await
     }
