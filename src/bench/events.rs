@@ -11,7 +11,7 @@
 //! `--sink none` only the commits are measured (for commit latency with and without the
 //! outbox).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -103,7 +103,9 @@ pub async fn events(target: &Target, s: &EventsBenchSettings) -> anyhow::Result<
         let client = target.client.clone();
         users.push(tokio::spawn(async move {
             let mut latency = histogram(3);
-            let mut failed = 0u64;
+            // Failures by what they were (a status, or no answer at all): a run with
+            // refusals or 5xx must say which, not only how many.
+            let mut failed: BTreeMap<String, u64> = BTreeMap::new();
             let mut n = 0u64;
             let mut conn = None;
             while Instant::now() < deadline {
@@ -127,18 +129,21 @@ pub async fn events(target: &Target, s: &EventsBenchSettings) -> anyhow::Result<
                             seen.lock().expect("poisoned").acked.insert(loc.to_string(), acked);
                         }
                     }
-                    _ => failed += 1,
+                    Ok(r) => *failed.entry(r.status.to_string()).or_default() += 1,
+                    Err(_) => *failed.entry("no answer".into()).or_default() += 1,
                 }
             }
             (latency, failed)
         }));
     }
     let mut commit_latency = histogram(3);
-    let mut failed = 0;
+    let mut failed: BTreeMap<String, u64> = BTreeMap::new();
     for user in users {
         let (latency, f) = user.await?;
         commit_latency.add(&latency).expect("auto-resize");
-        failed += f;
+        for (what, count) in f {
+            *failed.entry(what).or_default() += count;
+        }
     }
     let window = started.elapsed();
     let acked = seen.lock().expect("poisoned").acked.len();
@@ -158,8 +163,9 @@ pub async fn events(target: &Target, s: &EventsBenchSettings) -> anyhow::Result<
     report.meta(
         "commits acknowledged",
         format!(
-            "{acked} ({:.0}/s), {failed} failed",
-            acked as f64 / window.as_secs_f64()
+            "{acked} ({:.0}/s), {}",
+            acked as f64 / window.as_secs_f64(),
+            failures(&failed)
         ),
     );
     report.meta(
@@ -316,5 +322,33 @@ async fn start_consumer(
         SinkUrl::Webhook(_) => {
             anyhow::bail!("--sink: nats://, kafka:// or none (a webhook cannot be consumed)")
         }
+    }
+}
+
+/// "N failed", then how many of each kind when there were any: "3 failed (409: 2, no
+/// answer: 1)".
+fn failures(failed: &BTreeMap<String, u64>) -> String {
+    let total: u64 = failed.values().sum();
+    if total == 0 {
+        return "0 failed".into();
+    }
+    let kinds: Vec<String> = failed
+        .iter()
+        .map(|(what, n)| format!("{what}: {n}"))
+        .collect();
+    format!("{total} failed ({})", kinds.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_say_how_many_of_each_kind() {
+        let mut failed = BTreeMap::new();
+        assert_eq!(failures(&failed), "0 failed");
+        failed.insert("409".to_string(), 2);
+        failed.insert("no answer".to_string(), 1);
+        assert_eq!(failures(&failed), "3 failed (409: 2, no answer: 1)");
     }
 }
