@@ -37,9 +37,8 @@ pub struct SecurityState {
     /// with none.
     pub catalog_roles: BTreeMap<String, BTreeMap<String, CatalogRoleRecord>>,
     /// The grants a dropped table or view held, by its dropped record's id, for its
-    /// undrop to bring back. Each stays until its undrop, or until a later drop finds its
-    /// retention over (a forgotten record is never undropped, so one left a while longer
-    /// grants nothing).
+    /// undrop to bring back. Each stays until its undrop, or until its retention is over
+    /// (the expirer forgets it with its record; a later drop also clears it).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub kept_grants: BTreeMap<String, KeptGrants>,
 }
@@ -306,7 +305,7 @@ impl SecurityState {
             changed = true;
         }
         if let Follow::Kept { id, expires_ms } = follow {
-            self.kept_grants.retain(|_, k| k.expires_ms > now_ms);
+            self.forget_expired_grants(now_ms);
             if !kept.is_empty() {
                 self.kept_grants.insert(
                     id.to_string(),
@@ -319,6 +318,19 @@ impl SecurityState {
             }
         }
         changed
+    }
+
+    /// Forgets the grants kept for drops whose retention has ended: their records are
+    /// forgotten then, so nothing can give the grants back. Whether any were.
+    pub fn forget_expired_grants(&mut self, now_ms: i64) -> bool {
+        let before = self.kept_grants.len();
+        self.kept_grants.retain(|_, k| k.expires_ms > now_ms);
+        self.kept_grants.len() != before
+    }
+
+    /// Whether any kept grants are past their retention at `now_ms`.
+    pub fn has_expired_grants(&self, now_ms: i64) -> bool {
+        self.kept_grants.values().any(|k| k.expires_ms <= now_ms)
     }
 
     /// Whether grants are kept for the dropped record `id`.
@@ -627,6 +639,29 @@ mod tests {
         // Without grants on it, a drop keeps nothing.
         assert!(!s.grants_follow("c7", &table("w"), kept("d4"), 50));
         assert!(!s.keeps_grants_for("d4"));
+    }
+
+    /// The expirer forgets kept grants once their retention is over, whether or not
+    /// another drop comes along; those still within it stay.
+    #[test]
+    fn expired_kept_grants_are_forgotten_on_their_own() {
+        let mut s = state();
+        for (id, expires_ms) in [("d1", 100), ("d2", 200)] {
+            s.kept_grants.insert(
+                id.into(),
+                KeptGrants {
+                    catalog: "c7".into(),
+                    expires_ms,
+                    grants: vec![("reader".into(), 0, Privilege::TABLE_DROP)],
+                },
+            );
+        }
+        assert!(!s.has_expired_grants(99));
+        assert!(!s.forget_expired_grants(99), "nothing expired yet");
+        assert!(s.has_expired_grants(100));
+        assert!(s.forget_expired_grants(100));
+        assert!(!s.keeps_grants_for("d1") && s.keeps_grants_for("d2"));
+        assert!(!s.has_expired_grants(199));
     }
 
     #[test]

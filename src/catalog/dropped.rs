@@ -173,7 +173,9 @@ impl Catalog {
     /// drop asked for it), then works on the purges that are due; returns how many
     /// objects it forgot. The server runs this on one node at a time.
     pub async fn expire_dropped(&self) -> CatalogResult<u64> {
-        let expired = self.store.expired_dropped(now_ms(), EXPIRE_BATCH).await?;
+        let now = now_ms();
+        let expired = self.store.expired_dropped(now, EXPIRE_BATCH).await?;
+        let all_expired = expired.len() < EXPIRE_BATCH;
         let ctx = RequestContext::system();
         let catalogs = if expired.is_empty() {
             Vec::new()
@@ -190,8 +192,29 @@ impl Catalog {
                 Err(e) => return Err(e),
             }
         }
+        // Only once every record expired at `now` is forgotten: one left (a round holds
+        // at most a batch) could still be undropped, and must get its grants back.
+        if all_expired {
+            self.forget_expired_grants(&ctx, now).await?;
+        }
         self.run_purges().await?;
         Ok(n)
+    }
+
+    /// Forgets the grants kept for drops whose retention ended before `now` (the expirer
+    /// has forgotten their records), which otherwise stayed in the security model until
+    /// the next drop that keeps grants. Writes only when there are any.
+    async fn forget_expired_grants(&self, ctx: &RequestContext, now: i64) -> CatalogResult<()> {
+        // The store's query takes records expiring strictly before `now`: so do these.
+        let through = now - 1;
+        if !self.security().await?.state.has_expired_grants(through) {
+            return Ok(());
+        }
+        self.change_security(ctx, "forget-expired-grants", Mutation::None, |state| {
+            state.forget_expired_grants(through);
+            Ok(((), Outcome::NoContent))
+        })
+        .await
     }
 
     /// Forgets a dropped object; with `purge`, records the purge of its files in the same

@@ -588,6 +588,49 @@ async fn grants_follow_their_object_through_renames_and_drops() {
     assert_eq!(grants().await.as_array().unwrap().len(), 2);
 }
 
+/// The grants a drop keeps for its undrop go with its record once its retention is
+/// over, even when no later drop comes along to clear them.
+#[tokio::test]
+async fn kept_grants_go_when_their_drop_expires() {
+    let s = secure_server_with(|c| c.drop_retention = Duration::from_secs(1)).await;
+    let root = root_with_table(&s).await;
+    signed_in(
+        &root,
+        "reader",
+        &[
+            json!({"type": "table", "namespace": ["db"], "tableName": "t",
+            "privilege": "TABLE_READ_DATA"}),
+        ],
+    )
+    .await;
+    let kept = || async {
+        s.security_document().await["kept_grants"]
+            .as_object()
+            .map_or(0, |m| m.len())
+    };
+    assert_eq!(kept().await, 0);
+    root.delete(&table_url(&["db"], "t")).await.ok(204);
+    assert_eq!(kept().await, 1, "kept for the undrop");
+    // The expirer looks every second (its interval's floor).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let dropped = root
+            .get(&format!("{MGMT}/catalogs/default/dropped"))
+            .await
+            .ok(200)
+            .json();
+        if dropped["dropped"].as_array().expect("a list").is_empty() && kept().await == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still kept after the drop expired: {} / {dropped}",
+            s.security_document().await["kept_grants"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// A grant racing the drop of its object (a table, or a policy): whichever commits
 /// first, no grant outlives the object (the grant is refused, or the drop takes it
 /// along).

@@ -127,6 +127,30 @@ impl Server {
         self.shutdown = Some(shutdown);
     }
 
+    /// The stored security model document, read from the store itself (for what no API
+    /// shows, such as the grants kept for an undrop).
+    pub async fn security_document(&self) -> Value {
+        let text: String = match &self.config.postgres {
+            Some(settings) => {
+                let (client, connection) =
+                    tokio_postgres::connect(&settings.url, tokio_postgres::NoTls)
+                        .await
+                        .expect("connect to the test database");
+                tokio::spawn(connection);
+                client
+                    .query_one("SELECT document FROM security", &[])
+                    .await
+                    .expect("the security row")
+                    .get(0)
+            }
+            None => rusqlite::Connection::open(self.data_dir().join("catalog.db"))
+                .expect("open the embedded store")
+                .query_row("SELECT document FROM security", [], |r| r.get(0))
+                .expect("the security row"),
+        };
+        serde_json::from_str(&text).expect("the security document is JSON")
+    }
+
     /// Whether the catalog is in PostgreSQL (`FLOE_TEST_DATABASE_URL`).
     pub fn on_postgres(&self) -> bool {
         self.config.postgres.is_some()
