@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 use super::client::{uri, Req};
 use super::fixtures::table_body;
 use super::report::Report;
-use super::stats::{histogram, put};
+use super::stats::{histogram, put, Outcome};
 use super::target::{Paths, Target};
 use crate::events::sinks::SinkUrl;
 
@@ -103,8 +103,9 @@ pub async fn events(target: &Target, s: &EventsBenchSettings) -> anyhow::Result<
         let client = target.client.clone();
         users.push(tokio::spawn(async move {
             let mut latency = histogram(3);
-            // Failures by what they were (a status, or no answer at all): a run with
-            // refusals or 5xx must say which, not only how many.
+            // Failures by what they were, labelled as the load workloads label them
+            // (`Outcome::label`: the status, or connect/io/timeout): a run with refusals
+            // or 5xx must say which, not only how many.
             let mut failed: BTreeMap<String, u64> = BTreeMap::new();
             let mut n = 0u64;
             let mut conn = None;
@@ -129,8 +130,8 @@ pub async fn events(target: &Target, s: &EventsBenchSettings) -> anyhow::Result<
                             seen.lock().expect("poisoned").acked.insert(loc.to_string(), acked);
                         }
                     }
-                    Ok(r) => *failed.entry(r.status.to_string()).or_default() += 1,
-                    Err(_) => *failed.entry("no answer".into()).or_default() += 1,
+                    Ok(r) => *failed.entry(Outcome::Status(r.status).label()).or_default() += 1,
+                    Err(f) => *failed.entry(Outcome::Failure(f).label()).or_default() += 1,
                 }
             }
             (latency, failed)
@@ -325,8 +326,8 @@ async fn start_consumer(
     }
 }
 
-/// "N failed", then how many of each kind when there were any: "3 failed (409: 2, no
-/// answer: 1)".
+/// "N failed", then how many of each kind when there were any, written as the load
+/// report writes its errors: "3 failed (409 ×2, timeout ×1)".
 fn failures(failed: &BTreeMap<String, u64>) -> String {
     let total: u64 = failed.values().sum();
     if total == 0 {
@@ -334,21 +335,22 @@ fn failures(failed: &BTreeMap<String, u64>) -> String {
     }
     let kinds: Vec<String> = failed
         .iter()
-        .map(|(what, n)| format!("{what}: {n}"))
+        .map(|(what, n)| format!("{what} ×{n}"))
         .collect();
     format!("{total} failed ({})", kinds.join(", "))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::client::Failure;
     use super::*;
 
     #[test]
     fn failures_say_how_many_of_each_kind() {
         let mut failed = BTreeMap::new();
         assert_eq!(failures(&failed), "0 failed");
-        failed.insert("409".to_string(), 2);
-        failed.insert("no answer".to_string(), 1);
-        assert_eq!(failures(&failed), "3 failed (409: 2, no answer: 1)");
+        failed.insert(Outcome::Status(409).label(), 2);
+        failed.insert(Outcome::Failure(Failure::Timeout).label(), 1);
+        assert_eq!(failures(&failed), "3 failed (409 ×2, timeout ×1)");
     }
 }
