@@ -197,12 +197,21 @@ while True:
     || { service_fail "$dir/kafka.log" "could not format $dir/data"; return 1; }
 }
 
-# One look for wait_ready: 0 once this start's part of the log says "Kafka Server
-# started" and PORT takes a connection, 1 otherwise. (A broker that cannot start exits,
-# which ends the wait.)
+# True if this start's part of DIR/kafka.log (from line $log_from on) has a line holding
+# TEXT. Read by awk rather than `tail | grep -q`: under pipefail, grep -q leaving at the
+# first match while tail still writes kills tail with SIGPIPE, and the pipeline fails
+# (status 141) exactly when the text is there and more log follows it. That made a
+# restart in CI give up on a broker that had started.
+log_since_start_has() {
+  awk -v from="$log_from" -v text="$1" \
+    'NR >= from && index($0, text) { found = 1; exit } END { exit !found }' "$dir/kafka.log"
+}
+
+# One look for service_wait: 0 once this start's part of the log says "Kafka Server
+# started" and PORT takes a connection, 1 otherwise (any other status would end the wait
+# at once). A broker that cannot start exits, which ends the wait.
 ready_check() {
-  tail -n "+$log_from" "$dir/kafka.log" | grep -q 'Kafka Server started' \
-    && service_port_open 127.0.0.1 "$port"
+  log_since_start_has 'Kafka Server started' && service_port_open 127.0.0.1 "$port"
 }
 
 case "$cmd" in
@@ -236,25 +245,31 @@ case "$cmd" in
         echo "127.0.0.1:$port"
         exit 0
       fi
+      if service_pid "$dir/kafka.pid" "$dir/server.properties" >/dev/null; then
+        why="still not started after 120 s: stopped"
+      else
+        why="the broker exited"
+      fi
       stop_server
       # PORT itself taken by a socket that does not listen (an outgoing connection's
       # local port, or its TIME_WAIT: the kernel hands out ports of its ephemeral range
       # for those) will not come free by trying again soon.
-      if tail -n "+$log_from" "$dir/kafka.log" | grep -qF "failed to bind to 127.0.0.1:$port:"; then
+      if log_since_start_has "failed to bind to 127.0.0.1:$port:"; then
         break
       fi
-      if ((attempt < 3)) && tail -n "+$log_from" "$dir/kafka.log" | grep -q 'BindException' \
+      if ((attempt < 3)) && log_since_start_has 'BindException' \
         && ! service_port_open 127.0.0.1 "$port"; then
         rm -f "$dir/controller-port"
         continue
       fi
       break
     done
-    service_fail "$dir/kafka.log" "Kafka did not come up on 127.0.0.1:$port"
-    # The log ends in the shutdown that followed: its first errors say why, last here so
-    # that a caller showing only the end of this output shows them.
-    echo "first errors of this start:" >&2
-    tail -n "+$log_from" "$dir/kafka.log" | grep -m5 -E ' ERROR |Exception' >&2 || true
+    service_fail "$dir/kafka.log" "Kafka did not come up on 127.0.0.1:$port ($why)"
+    # The log ends in the shutdown that followed: the first errors before it say why,
+    # last here so that a caller showing only the end of this output shows them.
+    echo "first errors of this start, before its shutdown ($why):" >&2
+    awk -v from="$log_from" 'NR < from { next } /kafka-shutdown-hook/ { exit }
+      / ERROR |Exception/ { print; if (++n == 5) exit }' "$dir/kafka.log" >&2
     exit 1
     ;;
   stop)

@@ -28,14 +28,22 @@
 
 # The pid in PIDFILE, if that process still runs and is still ours (see above).
 service_pid() {
-  local pidfile="$1" match="$2" pid state
+  local pidfile="$1" match="$2" pid state arg args=()
   [[ -f "$pidfile" ]] || return 1
   pid="$(cat "$pidfile" 2>/dev/null)" || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   state="$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" || return 1
   [[ -n "$state" && "$state" != Z ]] || return 1
-  tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | grep -qxF -- "$match" || return 1
-  echo "$pid"
+  # Read in the shell, not by `tr | grep -q`: under a caller's pipefail, grep -q leaving
+  # early can fail the pipeline with tr's SIGPIPE, and a running server looks gone.
+  mapfile -d '' -t args <"/proc/$pid/cmdline" 2>/dev/null || return 1
+  for arg in "${args[@]}"; do
+    if [[ "$arg" == "$match" ]]; then
+      echo "$pid"
+      return 0
+    fi
+  done
+  return 1
 }
 
 # Signals the server's process group with TERM, waits up to GRACE seconds (default 10)
