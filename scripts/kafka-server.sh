@@ -198,13 +198,9 @@ while True:
 }
 
 # True if this start's part of DIR/kafka.log (from line $log_from on) has a line holding
-# TEXT. Read by awk rather than `tail | grep -q`: under pipefail, grep -q leaving at the
-# first match while tail still writes kills tail with SIGPIPE, and the pipeline fails
-# (status 141) exactly when the text is there and more log follows it. That made a
-# restart in CI give up on a broker that had started.
+# TEXT (service_log_has says why it is not `tail | grep -q`).
 log_since_start_has() {
-  awk -v from="$log_from" -v text="$1" \
-    'NR >= from && index($0, text) { found = 1; exit } END { exit !found }' "$dir/kafka.log"
+  service_log_has "$dir/kafka.log" "$log_from" "$1"
 }
 
 # One look for service_wait: 0 once this start's part of the log says "Kafka Server

@@ -55,10 +55,8 @@ install_nats() {
 # One look for wait_ready: 0 once this start's part of the log says "Server is ready"
 # and PORT takes a connection; 2 (give up) on a fatal error; 1 otherwise.
 ready_check() {
-  local log
-  log="$(tail -n "+$log_from" "$dir/nats.log")"
-  grep -q '\[FTL\]' <<<"$log" && return 2
-  grep -q 'Server is ready' <<<"$log" || return 1
+  service_log_has "$dir/nats.log" "$log_from" '[FTL]' && return 2
+  service_log_has "$dir/nats.log" "$log_from" 'Server is ready' || return 1
   service_port_open 127.0.0.1 "$port"
 }
 

@@ -109,6 +109,16 @@ service_wait() {
   return 1
 }
 
+# True if LOG has, at line FROM or after (a start's part of a log kept across restarts),
+# a line holding TEXT. Read by awk rather than `tail | grep -q`: under pipefail, grep -q
+# leaving at the first match while tail still writes kills tail with SIGPIPE, and the
+# pipeline fails (status 141) exactly when the text is there and more log follows it,
+# which service_wait takes as "give up" (a restarted Kafka broker was given up on so).
+service_log_has() {
+  awk -v from="$2" -v text="$3" \
+    'NR >= from && index($0, text) { found = 1; exit } END { exit !found }' "$1"
+}
+
 # True if something accepts a TCP connection on HOST:PORT.
 service_port_open() {
   (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
