@@ -52,7 +52,7 @@ install_nats() {
   [[ -x "$bin" ]] || { echo "no nats-server at $bin" >&2; return 1; }
 }
 
-# One look for wait_ready: 0 once this start's part of the log says "Server is ready"
+# One look for service_wait: 0 once this start's part of the log says "Server is ready"
 # and PORT takes a connection; 2 (give up) on a fatal error; 1 otherwise.
 ready_check() {
   service_log_has "$dir/nats.log" "$log_from" '[FTL]' && return 2
