@@ -28,12 +28,15 @@
 #      ~2 min more the first time)
 #  10. the Apache Polaris CLI, unchanged, against Floe (tests/polaris_cli/run.sh: its own
 #      venv .cache/polaris-venv with apache-polaris from PyPI; ~1.5 min)
+#  11. the profile-guided build's training workloads on the release build
+#      (scripts/pgo-build.sh --check-training; ~2.5 min)
 # A failing step does not stop the later ones (the server-dependent ones are
 # skipped when the build fails). The last line is "N passed, N failed[, N skipped]"
 # counting steps, and the exit status is non-zero if any step failed.
 #
 # Optional environment: FLOE_BIN (server binary, default target/release/floe),
-# SKIP_RCK=1, SKIP_FUZZ=1, SKIP_E2E=1, SKIP_ENGINES=1, SKIP_POLARIS_CLI=1 (skip those
+# SKIP_RCK=1, SKIP_FUZZ=1, SKIP_E2E=1, SKIP_ENGINES=1, SKIP_POLARIS_CLI=1,
+# SKIP_PGO_TRAINING=1 (skip those
 # steps; reported as skipped), PYTEST_ARGS,
 # FLOE_TEST_STORES ("embedded postgres" by default: after the embedded-store run, the
 # catalog tests run again on PostgreSQL; "embedded" leaves PostgreSQL out),
@@ -303,6 +306,20 @@ elif ((!build_ok)); then
   skip_step "Polaris CLI against Floe" "no server binary"
 else
   run_step "Polaris CLI against Floe (tests/polaris_cli/run.sh)" "$ROOT/tests/polaris_cli/run.sh" || true
+fi
+
+# ---------------------------------------------------------------------------
+# The profile-guided build's training workloads, on the plain build: a change that
+# breaks them is found here; the two instrumented and optimised builds are not run
+# (each as long as the release build; scripts/pgo-build.sh)
+# ---------------------------------------------------------------------------
+if [[ "${SKIP_PGO_TRAINING:-0}" == 1 ]]; then
+  skip_step "PGO training workloads" "SKIP_PGO_TRAINING=1"
+elif ((!build_ok)); then
+  skip_step "PGO training workloads" "no server binary"
+else
+  run_step "PGO training workloads (scripts/pgo-build.sh --check-training)" \
+    "$ROOT/scripts/pgo-build.sh" --check-training "$FLOE_BIN" || true
 fi
 
 # ---------------------------------------------------------------------------
