@@ -30,6 +30,9 @@
 #
 # Environment: PGO_TRAIN_SECONDS (default 15: seconds per mix), PGO_TREE_DEPTH (6).
 set -euo pipefail
+if [[ ${1:-} == --check-training ]]; then
+  check_bin=$(realpath "${2:?usage: pgo-build.sh --check-training BINARY}")
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
 out=$root/target/pgo
@@ -56,6 +59,11 @@ train() {
     "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" "${serve[@]}" > "$dir/log" 2>&1 &
   server=$!
   for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/readyz" > /dev/null && break; sleep 0.1; done
+  if ! curl -sf "http://127.0.0.1:$port/readyz" > /dev/null; then
+    echo "the training server did not get ready in 30 s; its log:" >&2
+    cat "$dir/log" >&2
+    exit 1
+  fi
   local tree=(--namespace-width 2 --namespace-depth "$depth" --tables-per-namespace 5 --views-per-namespace 3)
   # The load generator is the same binary; its own counts are kept apart and not used.
   # A workload whose requests failed would train the error paths: it stops the script.
@@ -96,7 +104,7 @@ cleanup() {
 trap cleanup EXIT
 
 if [[ ${1:-} == --check-training ]]; then
-  bin=${2:?usage: pgo-build.sh --check-training BINARY}
+  bin=$check_bin
   mkdir -p "$out/profiles/server" "$out/profiles/client"
   echo "== training workloads on $bin: the defaults"
   train auth
