@@ -35,13 +35,11 @@ if [[ ${1:-} == --check-training ]]; then
 fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
+# shellcheck source=scripts/service.sh
+source "$root/scripts/service.sh"
 out=$root/target/pgo
 seconds=${PGO_TRAIN_SECONDS:-15}
 depth=${PGO_TREE_DEPTH:-6}
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # One server, trained on every workload. `$1` is `auth` (the defaults, the client logging
 # in) or `none` (`--auth none --log warn`).
@@ -52,23 +50,28 @@ train() {
   else
     serve=(--auth none --log warn)
   fi
-  port=$(free_port)
+  port=$(service_free_port)
   dir=$(mktemp -d "$out/train.XXXXXX")  # global: the exit trap removes it
   FLOE_BOOTSTRAP_CREDENTIALS=pgo-trainer,pgo-trainer-secret \
     LLVM_PROFILE_FILE="$out/profiles/server/floe-%p.profraw" \
     "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" "${serve[@]}" > "$dir/log" 2>&1 &
   server=$!
-  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/readyz" > /dev/null && break; sleep 0.1; done
+  # Until it answers, it exits, or 30 s pass.
+  for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:$port/readyz" > /dev/null && break
+    kill -0 "$server" 2> /dev/null || break
+    sleep 0.1
+  done
   if ! curl -sf "http://127.0.0.1:$port/readyz" > /dev/null; then
-    echo "the training server did not get ready in 30 s; its log:" >&2
+    echo "the training server did not get ready; its log:" >&2
     cat "$dir/log" >&2
     exit 1
   fi
   local tree=(--namespace-width 2 --namespace-depth "$depth" --tables-per-namespace 5 --views-per-namespace 3)
-  # The load generator is the same binary; its own counts are kept apart and not used.
+  # The load generator is the same binary; its own counts (17 MB a run) are not written.
   # A workload whose requests failed would train the error paths: it stops the script.
   client() {
-    LLVM_PROFILE_FILE="$out/profiles/client/bench-%p.profraw" \
+    LLVM_PROFILE_FILE=/dev/null \
       "$bin" bench --quiet --url "http://127.0.0.1:$port" "${auth[@]}" "$@" > "$dir/bench.out"
     if grep -qE 'errors:|[1-9][0-9]* failed' "$dir/bench.out"; then
       echo "training workload '$1' had failed requests:" >&2
@@ -95,6 +98,13 @@ train() {
   rm -rf "$dir"
   dir=""
 }
+# Both configurations, one server each.
+train_both() {
+  echo "== training workloads on $bin: the defaults"
+  train auth
+  echo "== training workloads on $bin: --auth none --log warn"
+  train none
+}
 server=""
 dir=""
 cleanup() {
@@ -105,11 +115,8 @@ trap cleanup EXIT
 
 if [[ ${1:-} == --check-training ]]; then
   bin=$check_bin
-  mkdir -p "$out/profiles/server" "$out/profiles/client"
-  echo "== training workloads on $bin: the defaults"
-  train auth
-  echo "== training workloads on $bin: --auth none --log warn"
-  train none
+  mkdir -p "$out"
+  train_both
   echo "== the training workloads ran"
   exit 0
 fi
@@ -127,18 +134,14 @@ if [[ -z $profdata ]]; then
 fi
 
 rm -rf "$out/profiles"
-mkdir -p "$out/profiles/server" "$out/profiles/client"
+mkdir -p "$out/profiles/server"
 
 echo "== instrumented build"
 # Build scripts run instrumented too; their counts land in profiles/build, unused.
 RUSTFLAGS="-Cprofile-generate=$out/profiles/build" CARGO_TARGET_DIR="$out/instrumented" \
   cargo build --release --bin floe
 bin=$out/instrumented/release/floe
-
-echo "== training: the defaults"
-train auth
-echo "== training: --auth none --log warn"
-train none
+train_both
 
 "$profdata" merge -o "$out/floe.profdata" "$out/profiles/server"
 echo "== profile: $(du -h "$out/floe.profdata" | cut -f1)"

@@ -29,7 +29,7 @@
 #  10. the Apache Polaris CLI, unchanged, against Floe (tests/polaris_cli/run.sh: its own
 #      venv .cache/polaris-venv with apache-polaris from PyPI; ~1.5 min)
 #  11. the profile-guided build's training workloads on the release build
-#      (scripts/pgo-build.sh --check-training; ~2.5 min)
+#      (scripts/pgo-build.sh --check-training; ~2 min)
 # A failing step does not stop the later ones (the server-dependent ones are
 # skipped when the build fails). The last line is "N passed, N failed[, N skipped]"
 # counting steps, and the exit status is non-zero if any step failed.
