@@ -30,6 +30,8 @@
 # hot-table commits fell from ~5,000 to ~1,700/s over back-to-back runs that each
 # deleted their files (BENCHMARKS.md, "The commit thread asks for a short scheduler slice").
 set -euo pipefail
+# shellcheck source=scripts/service.sh
+source "$(dirname "$0")/../scripts/service.sh"
 # shellcheck source=bench/quiet-disk.sh
 source "$(dirname "$0")/quiet-disk.sh"
 OLD=${1:?old binary}
@@ -75,7 +77,7 @@ for r in $(seq "$RUNS"); do
     # The last run's writes (or the last A/B's deletions) settled first (`quiet-disk.sh`).
     wait_for_quiet_disk
     if [[ $side == old ]]; then bin=$OLD; else bin=$NEW; fi
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$(service_free_port)
     dir=$(mktemp -d /tmp/floe-ab-cpu.XXXXXX)
     # shellcheck disable=SC2086
     "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" --auth none --log warn ${ARGS:-} > "$dir/log" 2>&1 &

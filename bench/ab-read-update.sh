@@ -34,7 +34,8 @@ kept=()
 cleanup() { if ((${#kept[@]})); then rm -rf "${kept[@]}"; fi; }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/service.sh
+source "$(dirname "$0")/../scripts/service.sh"
 
 run() {
   local bin=$1 tag=$2 extra=$3 port dir pid db=()
@@ -42,7 +43,7 @@ run() {
     cleanup; kept=(); sync; sleep 65
   fi
   wait_for_quiet_disk
-  port=$(free_port)
+  port=$(service_free_port)
   dir=$(mktemp -d /tmp/floe-ab.XXXXXX)
   if [[ -n "${DATABASE_URL:-}" ]]; then
     local name="floe_ab_$RANDOM$RANDOM"

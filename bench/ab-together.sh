@@ -41,7 +41,8 @@ DUR=${DUR:-20}
 USERS=${USERS:-25}
 TREE=(--namespace-width 2 --namespace-depth 7 --tables-per-namespace 5 --views-per-namespace 3)
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/service.sh
+source "$(dirname "$0")/../scripts/service.sh"
 dirs=()
 pids=()
 cleanup() {
@@ -63,7 +64,7 @@ for r in $(seq "$RUNS"); do
   wait_for_quiet_disk
   for side in "${order[@]}"; do
     if [[ $side == old ]]; then bin=$OLD; else bin=$NEW; fi
-    port[$side]=$(free_port)
+    port[$side]=$(service_free_port)
     dir[$side]=$(mktemp -d /tmp/floe-ab-together.XXXXXX)
     dirs+=("${dir[$side]}")
     # shellcheck disable=SC2086

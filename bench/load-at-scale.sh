@@ -12,10 +12,12 @@
 # the server's cores busy and the run phase's loadTable req/s, p50 and p99 (ms). The quick probe behind BENCHMARKS.md's fix of the
 # existence check's watches; bench/scale.py is the full benchmark.
 set -euo pipefail
+# shellcheck source=scripts/service.sh
+source "$(dirname "$0")/../scripts/service.sh"
 BIN=${1:-target/release/floe}
 SCALE=${2:-100000}
 TPN=${3:-1000}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(service_free_port)
 dir=$(mktemp -d /tmp/floe-load-at-scale.XXXXXX)
 "$BIN" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" \
   --bootstrap-credentials bench,bench-secret --log warn >"$dir/log" 2>&1 &

@@ -9,10 +9,12 @@
 # A fresh server (--auth none) and a fresh database per run; SERVE_ARGS is word-split,
 # e.g. "--metadata-cache-mib 0". Prints the document's size and the load figures.
 set -euo pipefail
+# shellcheck source=scripts/service.sh
+source "$(dirname "$0")/../scripts/service.sh"
 BIN=${1:?binary}
 EXTRA=${2:-}
 URL=${DATABASE_URL:?a PostgreSQL superuser URL}
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(service_free_port)
 dir=$(mktemp -d /tmp/floe-big.XXXXXX)
 name="floe_big_$RANDOM$RANDOM"
 psql -q "$URL" -c "CREATE DATABASE $name"

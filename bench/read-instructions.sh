@@ -15,7 +15,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 N=${N:-2000}
 [ $# -gt 0 ] || set -- "$ROOT/target/release/floe"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=scripts/service.sh
+source "$(dirname "$0")/../scripts/service.sh"
 
 # count BIN PORT DIR KIND: drives the server under callgrind, prints instructions/request.
 count() {
@@ -61,13 +62,13 @@ PY
 }
 
 for bin in "$@"; do
-  dir=$(mktemp -d /tmp/floe-instr.XXXXXX); port=$(free_port)
+  dir=$(mktemp -d /tmp/floe-instr.XXXXXX); port=$(service_free_port)
   FLOE_BOOTSTRAP_CREDENTIALS=bench,bench-secret valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" \
     "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" --auth internal --log info >"$dir/log" 2>&1 &
   echo "$bin: $(count $! "$port" "$dir" floe) instructions per loadTable"
   rm -rf "$dir"
 done
-dir=$(mktemp -d /tmp/floe-instr.XXXXXX); port=$(free_port)
+dir=$(mktemp -d /tmp/floe-instr.XXXXXX); port=$(service_free_port)
 head -c 1282 /dev/zero | tr '\0' x >"$dir/body.json"
 valgrind --tool=callgrind --callgrind-out-file="$dir/cg.out" "$1" bench static-server \
   --bind "127.0.0.1:$port" --body-file "$dir/body.json" >"$dir/log" 2>&1 &

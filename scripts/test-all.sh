@@ -334,13 +334,12 @@ stop_databases() {
 }
 trap stop_databases EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=scripts/service.sh
+source "$ROOT/scripts/service.sh"
 
 start_postgres() {
   PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-pg.XXXXXX")"
-  PG_PORT="$(free_port)"
+  PG_PORT="$(service_free_port)"
   FLOE_TEST_DATABASE_URL="$(bash "$ROOT/scripts/pg-cluster.sh" start "$PG_DIR" "$PG_PORT")" || return 1
   export FLOE_TEST_DATABASE_URL FLOE_TEST_PG_DIR="$PG_DIR"
   echo "PostgreSQL: $FLOE_TEST_DATABASE_URL ($PG_DIR)"
@@ -349,7 +348,7 @@ start_postgres() {
 rck_through_pgbouncer() {
   PGB_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-pgbouncer.XXXXXX")"
   local url
-  url="$(bash "$ROOT/scripts/pgbouncer.sh" start "$PGB_DIR" "$(free_port)" "$PG_PORT")" || return 1
+  url="$(bash "$ROOT/scripts/pgbouncer.sh" start "$PGB_DIR" "$(service_free_port)" "$PG_PORT")" || return 1
   echo "PgBouncer (transaction pooling): $url"
   # Debian's PgBouncer (before 1.21) cannot keep prepared statements in this mode.
   FLOE_DB_PREPARED_STATEMENTS=false FLOE_TEST_DATABASE_URL="$url" "$ROOT/tests/rck/run.sh"

@@ -20,13 +20,12 @@ S3_DIR="$(mktemp -d "${TMPDIR:-/tmp}/floe-http-s3.XXXXXX")"
 cleanup() { bash "$S3_SCRIPT" stop "$S3_DIR" || true; }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=scripts/service.sh
+source "$ROOT/scripts/service.sh"
 
 endpoint=""
 for attempt in 1 2 3; do
-  if endpoint="$(bash "$S3_SCRIPT" start "$S3_DIR" "$(free_port)")"; then
+  if endpoint="$(bash "$S3_SCRIPT" start "$S3_DIR" "$(service_free_port)")"; then
     endpoint="$(printf '%s\n' "$endpoint" | tail -n 1)"
     break
   fi

@@ -137,16 +137,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=../../scripts/service.sh
+source "$ROOT/scripts/service.sh"
 healthy() {
   curl -fsS -o /dev/null --max-time 2 "$1" 2>/dev/null
 }
 
 started=0
 for attempt in 1 2 3; do
-  PORT="$(free_port)"
+  PORT="$(service_free_port)"
   log "starting $FLOE_BIN serve --bind 127.0.0.1:$PORT --data-dir $DATA_DIR --auth $AUTH_MODE --log warn (attempt $attempt)"
   NO_COLOR=1 FLOE_BOOTSTRAP_CREDENTIALS="$CLIENT_ID,$CLIENT_SECRET" \
     "$FLOE_BIN" serve --bind "127.0.0.1:$PORT" --data-dir "$DATA_DIR" --auth "$AUTH_MODE" \

@@ -188,9 +188,8 @@ server_log_tail() {
   echo "----- end of server log -----"
 }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-}
+# shellcheck source=../../scripts/service.sh
+source "$ROOT/scripts/service.sh"
 
 http_ok() { # exit 0 if GET $1 answers 2xx
   if command -v curl >/dev/null 2>&1; then
@@ -228,7 +227,7 @@ if [[ "$RCK_STORAGE" == s3 ]]; then
   S3_ENDPOINT=""
   t0=$SECONDS
   for attempt in 1 2 3; do
-    s3_port="$(free_port)"
+    s3_port="$(service_free_port)"
     log "starting the S3 server (scripts/s3-server.sh) on 127.0.0.1:$s3_port under $S3_DIR (attempt $attempt)"
     if S3_ENDPOINT="$(bash "$S3_SCRIPT" start "$S3_DIR" "$s3_port")"; then
       S3_ENDPOINT="$(printf '%s\n' "$S3_ENDPOINT" | tail -n 1)"
@@ -256,7 +255,7 @@ fi
 # A free port can be taken between probing and binding: try a few ports.
 started=0
 for attempt in 1 2 3; do
-  PORT="$(free_port)"
+  PORT="$(service_free_port)"
   log "starting $FLOE_BIN serve --bind 127.0.0.1:$PORT --data-dir $DATA_DIR${STORAGE_ARGS[*]:+ ${STORAGE_ARGS[*]}} (attempt $attempt)"
   env "${SERVER_ENV[@]}" NO_COLOR=1 FLOE_BOOTSTRAP_CREDENTIALS="$RCK_CLIENT_ID,$RCK_CLIENT_SECRET" \
     "$FLOE_BIN" serve --bind "127.0.0.1:$PORT" --data-dir "$DATA_DIR" "${STORE_ARGS[@]}" \
