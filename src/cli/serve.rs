@@ -56,9 +56,9 @@ pub struct ServeArgs {
     #[arg(long, env = "FLOE_FSYNC_JOURNAL_INTERVAL_MS", default_value_t = 100,
           value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub fsync_journal_interval_ms: u64,
-    /// Embedded store: under load, the commit thread waits this many microseconds before
-    /// taking each group of writes, so that more of them share its COMMIT and sync (0:
-    /// none). An idle server's lone write never waits.
+    /// Embedded store: under load, each group of writes stays open this many
+    /// microseconds before it commits, so that more of them share its COMMIT and sync
+    /// (0: none). An idle server's lone write never waits.
     #[arg(long, env = "FLOE_COMMIT_GATHER_US",
           default_value_t = crate::server::DEFAULT_COMMIT_GATHER.as_micros() as u64,
           value_parser = clap::value_parser!(u64).range(0..=10_000))]

@@ -19,11 +19,13 @@
 //! (`journal.rs`) is kept here too: each group deletes the entries sync rounds covered
 //! since the last, and publishes the last entry it committed.
 //!
-//! Under load (the last group had more than one batch) the thread waits a short *gather
-//! window* before it takes a group, as PostgreSQL's `commit_delay` does. Where the thread
-//! gets a core as soon as it wakes (its short slice, `slice.rs`, or `--worker-nice`,
-//! `crate::runtime`), it would otherwise wake for groups of two or three, and each write
-//! would pay a larger share of a COMMIT and its sync.
+//! Under load (the last group had more than one batch) a group stays open for a short
+//! *gather window* before it commits, as PostgreSQL's `commit_delay` does. Where the
+//! thread gets a core as soon as it wakes (its short slice, `slice.rs`, or
+//! `--worker-nice`, `crate::runtime`), it would otherwise wake for groups of two or three,
+//! and each write would pay a larger share of a COMMIT and its sync. The batches already
+//! queued are applied inside the window, and those that arrive during it after it, so
+//! the window costs a group only what is left of it after their statements.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -68,6 +70,9 @@ pub(super) struct GroupCommitter {
     /// The checkpoints run so far, by where.
     #[cfg(test)]
     pub(super) checkpoints: Arc<checkpoint::Counts>,
+    /// The groups taken so far.
+    #[cfg(test)]
+    pub(super) groups: Arc<AtomicU64>,
 }
 
 impl GroupCommitter {
@@ -87,6 +92,8 @@ impl GroupCommitter {
         let checkpoint_start = Arc::new(AtomicU32::new(checkpoint::start_frames()));
         let checkpoints = Arc::<checkpoint::Counts>::default();
         let mut wal = Checkpoints::start(path, checkpoint_start.clone(), checkpoints.clone())?;
+        let groups = Arc::new(AtomicU64::new(0));
+        let counted = groups.clone();
         std::thread::Builder::new()
             .name("floe-sqlite-commit".into())
             .spawn(move || {
@@ -96,7 +103,12 @@ impl GroupCommitter {
                 if let Err(e) = slice::ask_for_short_slice() {
                     tracing::debug!(error = %e, "the commit thread keeps the default scheduler slice");
                 }
-                run(&writer, &cached, &journal, &jobs, &gather, &mut wal)
+                let queue = Queue {
+                    jobs,
+                    gather_us: gather,
+                    groups: counted,
+                };
+                run(&writer, &cached, &journal, &queue, &mut wal)
             })?;
         Ok(GroupCommitter {
             queue,
@@ -106,6 +118,8 @@ impl GroupCommitter {
             checkpoint_start,
             #[cfg(test)]
             checkpoints,
+            #[cfg(test)]
+            groups,
         })
     }
 
@@ -177,39 +191,46 @@ impl Drop for Bracket<'_> {
     }
 }
 
+/// The commit thread's side of the queue.
+struct Queue {
+    jobs: mpsc::Receiver<Job>,
+    /// The gather window, in microseconds (`GroupCommitter::set_gather`).
+    gather_us: Arc<AtomicU64>,
+    /// The groups taken so far (tests count them).
+    groups: Arc<AtomicU64>,
+}
+
 fn run(
     writer: &Mutex<Connection>,
     cache: &ObjectCache,
     journal: &JournalMarks,
-    jobs: &mpsc::Receiver<Job>,
-    gather_us: &AtomicU64,
+    queue: &Queue,
     checkpoints: &mut Checkpoints,
 ) {
+    let jobs = &queue.jobs;
     // The journal entries deleted so far (all those up to here).
     let mut trimmed = 0;
     // How many batches the last group took: more than one means writes are queuing.
     let mut last = 0;
     // Ends when the store (every sender) is dropped.
     while let Ok(first) = jobs.recv() {
-        if let Some(window) = gather_window(last, gather_us.load(Ordering::Relaxed)) {
-            // A sleep, not a wait on the queue: a wait would be woken by every write.
-            std::thread::sleep(window);
-        }
+        let window = gather_window(last, queue.gather_us.load(Ordering::Relaxed));
         let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match jobs.try_recv() {
-                Ok(job) => group.push(job),
-                Err(_) => break,
-            }
-        }
+        drain(jobs, &mut group);
         // A panic in one group must not stop the store: its callers get an error (their
         // reply senders are dropped), the transaction rolls back as it unwinds, and the
         // thread goes on with the next group.
-        let batches: Vec<&WriteBatch> = group.iter().map(|j| &j.batch).collect();
-        let packed: Vec<&[Option<Vec<u8>>]> = group.iter().map(|j| j.packed.as_slice()).collect();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _bracket = Bracket::begin(cache, &batches);
-            let results = commit_group(writer, &batches, &packed, journal, &mut trimmed);
+            // Each part of the group tells the caches before its statements run; all end
+            // after `keep_written`, as they drop, whatever the outcome.
+            let mut brackets = Vec::with_capacity(2);
+            let parts = Parts {
+                cache,
+                jobs,
+                window,
+                brackets: &mut brackets,
+            };
+            let results = commit_group(writer, journal, parts, &mut group, &mut trimmed);
             // Each `Ok` committed (a failed COMMIT fails them all).
             cache.keep_written(
                 group
@@ -220,8 +241,8 @@ fn run(
             );
             results
         }));
-        drop((batches, packed));
         last = group.len();
+        queue.groups.fetch_add(1, Ordering::Relaxed);
         if let Ok(results) = outcome {
             for (job, result) in group.into_iter().zip(results) {
                 // The caller may have gone (its request was cancelled); the write stands.
@@ -235,60 +256,176 @@ fn run(
     }
 }
 
+/// Moves the jobs already queued into `group`, up to [`MAX_GROUP`].
+fn drain(jobs: &mpsc::Receiver<Job>, group: &mut Vec<Job>) {
+    while group.len() < MAX_GROUP {
+        match jobs.try_recv() {
+            Ok(job) => group.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
 /// The wait before the next group: the window, but only when the last group had more
 /// than one batch (a lone write on an idle server commits at once).
 fn gather_window(last_group: usize, window_us: u64) -> Option<Duration> {
     (last_group > 1 && window_us > 0).then(|| Duration::from_micros(window_us))
 }
 
-/// One transaction for `batches`; a result per batch, in order.
+/// One transaction for `group`; a result per batch, in order.
+///
+/// The batches queued when the group starts are applied at once; then, under load
+/// (`window`), the thread sleeps out what is left of the gather window, takes the
+/// batches that arrived meanwhile and applies them too, and only then commits. The
+/// window is spent on the first batches' statements instead of idle before them, so a
+/// group's cycle (and every write's wait for it) is shorter by their work.
 ///
 /// Most groups have no failing batch, so the group is first applied without a savepoint
 /// per batch. Inside a savepoint SQLite copies every page a batch changes first into its
 /// sub-journal, and every batch changes the same outbox, journal and index pages: those
 /// copies and the savepoints' own work were a sixth of the commit thread's time in the
-/// 50/50 mix. If a batch fails there, that attempt rolls back whole and the group runs
-/// again with a savepoint each, where the failing batch fails alone.
+/// 50/50 mix. If a batch fails there, that attempt rolls back whole (taking no more
+/// batches) and the group runs again with a savepoint each, where the failing batch
+/// fails alone.
 fn commit_group(
     writer: &Mutex<Connection>,
-    batches: &[&WriteBatch],
-    packed: &[&[Option<Vec<u8>>]],
     journal: &JournalMarks,
+    parts: Parts<'_, '_>,
+    group: &mut Vec<Job>,
     trimmed: &mut i64,
 ) -> Vec<StoreResult<Applied>> {
+    let Parts {
+        cache,
+        jobs,
+        window,
+        brackets,
+    } = parts;
+    let started = std::time::Instant::now();
     let mut conn = writer
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let group = Group {
-        batches,
-        packed,
+    brackets.push(Bracket::begin(cache, &batches(group)));
+    let mut open = match Open::begin(&mut conn, journal, *trimmed) {
+        Ok(open) => open,
+        Err(fail) => return (0..group.len()).map(|_| Err(fail())).collect(),
+    };
+    let mut failed = !open.apply(&group[..]);
+    if let (false, Some(window)) = (failed, window) {
+        if let Some(rest) = window.checked_sub(started.elapsed()) {
+            // A sleep, not a wait on the queue: a wait would be woken by every write.
+            std::thread::sleep(rest);
+        }
+        let before = group.len();
+        drain(jobs, group);
+        if group.len() > before {
+            brackets.push(Bracket::begin(cache, &batches(&group[before..])));
+            failed = !open.apply(&group[before..]);
+        }
+    }
+    if !failed {
+        return open.commit(group.len(), trimmed);
+    }
+    if group.len() == 1 {
+        // A lone batch's failure is its own result; its transaction rolls back as it drops.
+        return open.results;
+    }
+    drop(open);
+    let all = batches(group);
+    let packed: Vec<&[Option<Vec<u8>>]> = group.iter().map(|j| j.packed.as_slice()).collect();
+    let retry = Group {
+        batches: &all,
+        packed: &packed,
         journal,
     };
-    if let Attempt::Done(results) = group.attempt(&mut conn, trimmed, Isolation::None) {
-        return results;
-    }
-    match group.attempt(&mut conn, trimmed, Isolation::Savepoints) {
-        Attempt::Done(results) => results,
-        // Not returned with a savepoint per batch (there, a failing batch fails alone).
-        Attempt::BatchFailed => (0..batches.len())
-            .map(|_| Err(internal("a batch failed outside its savepoint")))
-            .collect(),
-    }
+    retry.with_savepoints(&mut conn, trimmed)
 }
 
-/// How the batches of one attempt are kept from each other's failures.
-#[derive(Clone, Copy, PartialEq)]
-enum Isolation {
-    /// Not at all: the first failing batch ends the attempt (unless it is the only one).
-    None,
-    /// A savepoint per batch (but for a group of one, whose transaction is its savepoint).
-    Savepoints,
+/// How a group takes its later parts: from `jobs` after `window` (none: it takes none),
+/// each announced to `cache` by a bracket kept in `brackets` (their counts nest).
+struct Parts<'a, 'b> {
+    cache: &'a ObjectCache,
+    jobs: &'a mpsc::Receiver<Job>,
+    window: Option<Duration>,
+    brackets: &'b mut Vec<Bracket<'a>>,
 }
 
-enum Attempt {
-    Done(Vec<StoreResult<Applied>>),
-    /// A batch failed without a savepoint; the attempt rolled back whole.
-    BatchFailed,
+fn batches(jobs: &[Job]) -> Vec<&WriteBatch> {
+    jobs.iter().map(|j| &j.batch).collect()
+}
+
+/// A group's transaction, open, with the batches applied so far without savepoints.
+struct Open<'c> {
+    tx: rusqlite::Transaction<'c>,
+    journal: &'c JournalMarks,
+    /// The journal's synced mark read when the transaction began (trimmed up to it).
+    synced: i64,
+    /// Whether a batch applied wrote file journal entries (then the last is published).
+    journal_files: bool,
+    results: Vec<StoreResult<Applied>>,
+}
+
+impl<'c> Open<'c> {
+    /// Begins the transaction and deletes the journal entries synced since the last group.
+    /// On failure, the error each batch of the group gets.
+    fn begin(
+        conn: &'c mut Connection,
+        journal: &'c JournalMarks,
+        trimmed: i64,
+    ) -> Result<Self, Box<dyn Fn() -> StoreError>> {
+        let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            Err(e) => return Err(Box::new(move || group_error(&e))),
+        };
+        let synced = journal.synced();
+        if synced > trimmed {
+            if let Err(e) = journal::trim(&tx, synced) {
+                let message = format!("keeping the file journal: {e}");
+                return Err(Box::new(move || internal(&message)));
+            }
+        }
+        Ok(Open {
+            tx,
+            journal,
+            synced,
+            journal_files: false,
+            results: Vec::new(),
+        })
+    }
+
+    /// Applies `jobs`; false when one failed (the attempt is then over: the transaction
+    /// holds the failed batch's partial work and must roll back).
+    fn apply(&mut self, jobs: &[Job]) -> bool {
+        for job in jobs {
+            self.journal_files |= job.batch.journal_files;
+            let result = writes::apply(&self.tx, &job.batch, &job.packed);
+            let ok = result.is_ok();
+            self.results.push(result);
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Commits the `n` batches applied (all of them succeeded).
+    fn commit(self, n: usize, trimmed: &mut i64) -> Vec<StoreResult<Applied>> {
+        let last = match self.journal_files {
+            false => 0,
+            true => match journal::last(&self.tx) {
+                Ok(last) => last,
+                // Nothing committed (the transaction rolls back as it drops).
+                Err(e) => return journal_fail(n, &e),
+            },
+        };
+        match self.tx.commit() {
+            Ok(()) => {
+                *trimmed = self.synced.max(*trimmed);
+                self.journal.mark_committed(last);
+                self.results
+            }
+            Err(e) => all_fail(n, &e),
+        }
+    }
 }
 
 struct Group<'a> {
@@ -298,34 +435,28 @@ struct Group<'a> {
 }
 
 impl Group<'_> {
-    fn attempt(&self, conn: &mut Connection, trimmed: &mut i64, isolation: Isolation) -> Attempt {
+    /// Applies the group again with a savepoint per batch, so that a failing batch fails
+    /// alone.
+    fn with_savepoints(
+        &self,
+        conn: &mut Connection,
+        trimmed: &mut i64,
+    ) -> Vec<StoreResult<Applied>> {
         let n = self.batches.len();
         let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
             Ok(tx) => tx,
-            Err(e) => return Attempt::Done(all_fail(n, &e)),
+            Err(e) => return all_fail(n, &e),
         };
         let synced = self.journal.synced();
         if synced > *trimmed {
             if let Err(e) = journal::trim(&tx, synced) {
-                return Attempt::Done(journal_fail(n, &e));
+                return journal_fail(n, &e);
             }
         }
         let mut results = Vec::with_capacity(n);
         for (batch, packed) in self.batches.iter().zip(self.packed) {
-            // A lone batch needs no savepoint in either mode: if it fails, nothing else
-            // is in the transaction, so its result is returned as `Done` (and the
-            // transaction rolls back below) and a lone batch never runs a second time.
-            if n == 1 || isolation == Isolation::None {
-                let result = writes::apply(&tx, batch, packed);
-                if result.is_err() && n > 1 {
-                    // The transaction rolls back as it drops.
-                    return Attempt::BatchFailed;
-                }
-                results.push(result);
-                continue;
-            }
             if let Err(e) = tx.execute_batch("SAVEPOINT batch") {
-                return Attempt::Done(all_fail(n, &e));
+                return all_fail(n, &e);
             }
             let result = writes::apply(&tx, batch, packed);
             let end = if result.is_ok() {
@@ -334,41 +465,42 @@ impl Group<'_> {
                 "ROLLBACK TO batch; RELEASE batch"
             };
             if let Err(e) = tx.execute_batch(end) {
-                return Attempt::Done(all_fail(n, &e));
+                return all_fail(n, &e);
             }
             results.push(result);
         }
         if results.iter().all(Result::is_err) {
-            // Nothing to keep (the transaction rolls back as it drops; a lone batch's
-            // partial work with it, and the trim waits for the next group).
-            return Attempt::Done(results);
+            // Nothing to keep (the transaction rolls back as it drops, and the trim
+            // waits for the next group).
+            return results;
         }
         let last = match self.batches.iter().any(|b| b.journal_files) {
             false => 0,
             true => match journal::last(&tx) {
                 Ok(last) => last,
                 // Nothing committed (the transaction rolls back as it drops).
-                Err(e) => return Attempt::Done(journal_fail(n, &e)),
+                Err(e) => return journal_fail(n, &e),
             },
         };
         match tx.commit() {
             Ok(()) => {
                 *trimmed = synced.max(*trimmed);
                 self.journal.mark_committed(last);
-                Attempt::Done(results)
+                results
             }
-            Err(e) => Attempt::Done(all_fail(n, &e)),
+            Err(e) => all_fail(n, &e),
         }
     }
 }
 
 fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
-    let fail = || {
-        let message = format!("committing a write group: {error}");
-        // Out of a resource, the group rolled back: nothing of it is kept (`super::internal`).
-        super::unavailable(error, &message).unwrap_or_else(|| internal(&message))
-    };
-    (0..n).map(|_| Err(fail())).collect()
+    (0..n).map(|_| Err(group_error(error))).collect()
+}
+
+fn group_error(error: &rusqlite::Error) -> StoreError {
+    let message = format!("committing a write group: {error}");
+    // Out of a resource, the group rolled back: nothing of it is kept (`super::internal`).
+    super::unavailable(error, &message).unwrap_or_else(|| internal(&message))
 }
 
 fn journal_fail(n: usize, error: &StoreError) -> Vec<StoreResult<Applied>> {

@@ -112,8 +112,8 @@ impl SqliteStore {
         checkpoint::set_start_frames(frames);
     }
 
-    /// Under load, the commit thread waits `window` before taking each group, so that
-    /// more writes share its COMMIT (`group.rs`); zero, the default, takes them at once.
+    /// Under load, each group stays open for `window` before it commits, so that more
+    /// writes share its COMMIT (`group.rs`); zero, the default, commits at once.
     pub fn set_commit_gather(&self, window: std::time::Duration) {
         self.committer.set_gather(window);
     }
@@ -771,6 +771,18 @@ mod tests {
         }
     }
 
+    /// The creation of table `name` beside `t`.
+    fn other(name: &str) -> Mutation {
+        let mut write = version(0);
+        write.ident = Ident::new(Namespace::root().child("db"), name.into()).unwrap();
+        write.metadata_location = format!("file:///wh/{name}/metadata/00000.json");
+        write.location = format!("file:///wh/{name}/");
+        Mutation::CommitObjects {
+            catalog: C,
+            writes: vec![write],
+        }
+    }
+
     /// `mutation` with its new metadata files kept by the file journal.
     fn journaled(mutation: Mutation) -> WriteBatch {
         let mut batch = WriteBatch::new(mutation, 0);
@@ -962,16 +974,6 @@ mod tests {
             }];
             batch
         };
-        let other = |name: &str| {
-            let mut write = version(0);
-            write.ident = Ident::new(Namespace::root().child("db"), name.into()).unwrap();
-            write.metadata_location = format!("file:///wh/{name}/metadata/00000.json");
-            write.location = format!("file:///wh/{name}/");
-            Mutation::CommitObjects {
-                catalog: C,
-                writes: vec![write],
-            }
-        };
         // With the writer held, the commit thread takes the first batch and waits; the
         // ones queued meanwhile form the next group, in this order.
         let held = store.writer.lock().unwrap();
@@ -1021,6 +1023,77 @@ mod tests {
             )
             .unwrap();
         assert_eq!(pointer, location(2));
+    }
+
+    /// Under load a group stays open for the gather window after applying the batches it
+    /// started with: those that arrive meanwhile join it, after them and in order, and
+    /// one of them that fails still fails alone (the group then runs again with a
+    /// savepoint per batch, the first part included).
+    #[tokio::test]
+    async fn batches_that_arrive_in_the_gather_window_join_the_open_group() {
+        use std::sync::atomic::Ordering;
+        use std::time::Duration;
+        let (_dir, path, store) = fresh_store().await;
+        store.write(WriteBatch::new(commit(0), 0)).await.unwrap();
+        store.set_commit_gather(Duration::from_millis(1000));
+        // Two batches queued behind a held writer make a group of two: the group after
+        // it is taken under load, with the window.
+        let held = store.writer.lock().unwrap();
+        let lead = store.committer.enqueue(WriteBatch::new(other("a"), 0));
+        std::thread::sleep(Duration::from_millis(100));
+        let pair = [
+            store.committer.enqueue(WriteBatch::new(other("b"), 0)),
+            store.committer.enqueue(WriteBatch::new(other("c"), 0)),
+        ];
+        drop(held);
+        lead.await.unwrap();
+        for ticket in pair {
+            ticket.await.unwrap();
+        }
+        let groups = || store.committer.groups.load(Ordering::Relaxed);
+        let before = groups();
+        let first = store.committer.enqueue(WriteBatch::new(commit(1), 0));
+        // Well inside the window: the group is open (its transaction holds the writer),
+        // its first batch applied.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            store.writer.try_lock().is_err(),
+            "the group waits with its transaction open"
+        );
+        let late = [
+            store.committer.enqueue(WriteBatch::new(commit(1), 0)), // t is at 1 by then
+            store.committer.enqueue(WriteBatch::new(commit(2), 0)),
+            store.committer.enqueue(WriteBatch::new(other("d"), 0)),
+        ];
+        first.await.unwrap();
+        let mut outcomes = Vec::new();
+        for ticket in late {
+            outcomes.push(ticket.await);
+        }
+        assert!(
+            matches!(outcomes[0], Err(StoreError::Conflict)),
+            "{:?}",
+            outcomes[0]
+        );
+        assert!(outcomes[1].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
+        assert_eq!(
+            groups() - before,
+            1,
+            "the late batches had a group of their own"
+        );
+        let conn = open_connection(&path).unwrap();
+        let pointer: String = conn
+            .query_row(
+                "SELECT metadata_location FROM objects WHERE name = 't'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(pointer, location(2));
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM objects", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(tables, 5, "t, a, b, c and d");
     }
 
     /// Out of memory or of files to open is a 503 like a full disk, naming what ran
