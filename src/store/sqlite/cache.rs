@@ -7,7 +7,8 @@
 //! exclusive lock on the data directory) and every write goes through the one commit
 //! thread (`group.rs`), which brackets each group's transaction with [`ObjectCache::begin`]
 //! and [`ObjectCache::end`]:
-//! - `begin` (before the transaction) evicts the objects the group touches and marks them
+//! - `begin` (before the statements of the group, or of the part of it, that touch them,
+//!   and so before its COMMIT) evicts the objects the group touches and marks them
 //!   pending; `end` (after COMMIT or rollback, before any caller is answered) unmarks them.
 //!   Both bump the generation.
 //! - A load that misses reads the database and fills the entry only if the generation is
@@ -382,7 +383,8 @@ impl ObjectCache {
         }
     }
 
-    /// Before a write group's transaction: what it touches is evicted and pending.
+    /// Before a write group's statements (each part of a group has its own, and the
+    /// counts nest): what they touch is evicted and pending.
     pub(super) fn begin(&self, touched: &Touched) {
         let mut inner = self.lock();
         inner.generation += 1;

@@ -14,8 +14,9 @@
 //!
 //! If the COMMIT itself fails, every batch of the group fails (none was acknowledged).
 //!
-//! The metadata cache (`cache.rs`) learns of each group here, before its transaction
-//! begins and after it ends, whatever the outcome (a panic included). The file journal
+//! The metadata cache (`cache.rs`) learns of each group here, before the statements of
+//! each of its parts run and after its transaction ends, whatever the outcome (a panic
+//! included). The file journal
 //! (`journal.rs`) is kept here too: each group deletes the entries sync rounds covered
 //! since the last, and publishes the last entry it committed.
 //!
@@ -123,7 +124,7 @@ impl GroupCommitter {
         })
     }
 
-    /// Sets the gather window taken before each group under load (zero: none).
+    /// Sets the gather window each group under load stays open for (zero: none).
     pub(super) fn set_gather(&self, window: Duration) {
         let us = u64::try_from(window.as_micros()).unwrap_or(u64::MAX);
         self.gather_us.store(us, Ordering::Relaxed);
@@ -310,6 +311,8 @@ fn commit_group(
         Err(fail) => return (0..group.len()).map(|_| Err(fail())).collect(),
     };
     let mut failed = !open.apply(&group[..]);
+    // A full group takes no more: it commits at once.
+    let window = window.filter(|_| group.len() < MAX_GROUP);
     if let (false, Some(window)) = (failed, window) {
         if let Some(rest) = window.checked_sub(started.elapsed()) {
             // A sleep, not a wait on the queue: a wait would be woken by every write.

@@ -9,7 +9,8 @@
 //! [`ListCache::begin`] and [`ListCache::end`]. Only a group that may change what some
 //! list returns ([`changes_membership`]: a create, drop, rename or undrop, a namespace
 //! created or dropped, any catalog change) takes part:
-//! - `begin` (before its transaction) drops every page and counts the group pending;
+//! - `begin` (before its statements, and so its COMMIT) drops every page and counts the
+//!   group pending;
 //!   `end` (after COMMIT or rollback, before any caller is answered) uncounts it. Both
 //!   bump the lists' generation.
 //! - A list that misses reads the database and keeps its page only if the generation is
@@ -204,8 +205,8 @@ impl ListCache {
         inner.bytes += cost;
     }
 
-    /// Before a write group's transaction, with whether any of its mutations
-    /// [`changes_membership`].
+    /// Before a write group's statements (each part of a group has its own), with
+    /// whether any of its mutations [`changes_membership`].
     pub(super) fn begin(&self, changes: bool) {
         if !changes {
             return;
