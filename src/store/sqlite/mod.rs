@@ -771,6 +771,18 @@ mod tests {
         }
     }
 
+    /// Table `t`'s metadata pointer as the database at `path` holds it.
+    fn pointer_of_t(path: &std::path::Path) -> String {
+        open_connection(path)
+            .unwrap()
+            .query_row(
+                "SELECT metadata_location FROM objects WHERE name = 't'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
     /// The creation of table `name` beside `t`.
     fn other(name: &str) -> Mutation {
         let mut write = version(0);
@@ -1015,14 +1027,7 @@ mod tests {
         let expected: Vec<(i64, String)> =
             expected.iter().map(|(p, e)| (*p, e.to_string())).collect();
         assert_eq!(events, expected);
-        let pointer: String = conn
-            .query_row(
-                "SELECT metadata_location FROM objects WHERE name = 't'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(pointer, location(2));
+        assert_eq!(pointer_of_t(&path), location(2));
     }
 
     /// Under load a group stays open for the gather window after applying the batches it
@@ -1085,14 +1090,7 @@ mod tests {
             "the late batches had a group of their own"
         );
         let conn = open_connection(&path).unwrap();
-        let pointer: String = conn
-            .query_row(
-                "SELECT metadata_location FROM objects WHERE name = 't'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        assert_eq!(pointer, location(2));
+        assert_eq!(pointer_of_t(&path), location(2));
         let tables: i64 = conn
             .query_row("SELECT count(*) FROM objects", [], |r| r.get(0))
             .unwrap();
@@ -1178,16 +1176,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let pointer = || {
-            open_connection(&path)
-                .unwrap()
-                .query_row(
-                    "SELECT metadata_location FROM objects WHERE name = 't'",
-                    [],
-                    |r| r.get::<_, String>(0),
-                )
-                .unwrap()
-        };
+        let pointer = || pointer_of_t(&path);
         assert_eq!(pointer(), location(0));
         let loaded = store.load_object("c", &table()).await.unwrap().unwrap();
         assert_eq!(loaded.metadata_location, location(0));
