@@ -306,9 +306,9 @@ fn commit_group(
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     brackets.push(Bracket::begin(cache, &batches(group)));
-    let mut open = match Open::begin(&mut conn, journal, *trimmed) {
+    let mut open = match Open::begin(&mut conn, journal, *trimmed, group.len()) {
         Ok(open) => open,
-        Err(fail) => return (0..group.len()).map(|_| Err(fail())).collect(),
+        Err(results) => return results,
     };
     let mut failed = !open.apply(&group[..]);
     // A full group takes no more: it commits at once.
@@ -326,21 +326,27 @@ fn commit_group(
         }
     }
     if !failed {
-        return open.commit(group.len(), trimmed);
+        return open.commit(trimmed);
     }
     if group.len() == 1 {
         // A lone batch's failure is its own result; its transaction rolls back as it drops.
         return open.results;
     }
     drop(open);
-    let all = batches(group);
-    let packed: Vec<&[Option<Vec<u8>>]> = group.iter().map(|j| j.packed.as_slice()).collect();
-    let retry = Group {
-        batches: &all,
-        packed: &packed,
-        journal,
+    // Again, with a savepoint per batch, so that a failing batch fails alone.
+    let mut open = match Open::begin(&mut conn, journal, *trimmed, group.len()) {
+        Ok(open) => open,
+        Err(results) => return results,
     };
-    retry.with_savepoints(&mut conn, trimmed)
+    if let Err(e) = open.apply_with_savepoints(group) {
+        return all_fail(group.len(), &e);
+    }
+    if open.results.iter().all(Result::is_err) {
+        // Nothing to keep (the transaction rolls back as it drops, and the trim waits
+        // for the next group).
+        return open.results;
+    }
+    open.commit(trimmed)
 }
 
 /// How a group takes its later parts: from `jobs` after `window` (none: it takes none),
@@ -369,22 +375,19 @@ struct Open<'c> {
 
 impl<'c> Open<'c> {
     /// Begins the transaction and deletes the journal entries synced since the last group.
-    /// On failure, the error each batch of the group gets.
+    /// On failure, the group's `n` results (each the failure).
     fn begin(
         conn: &'c mut Connection,
         journal: &'c JournalMarks,
         trimmed: i64,
-    ) -> Result<Self, Box<dyn Fn() -> StoreError>> {
-        let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-            Ok(tx) => tx,
-            Err(e) => return Err(Box::new(move || group_error(&e))),
-        };
+        n: usize,
+    ) -> Result<Self, Vec<StoreResult<Applied>>> {
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| all_fail(n, &e))?;
         let synced = journal.synced();
         if synced > trimmed {
-            if let Err(e) = journal::trim(&tx, synced) {
-                let message = format!("keeping the file journal: {e}");
-                return Err(Box::new(move || internal(&message)));
-            }
+            journal::trim(&tx, synced).map_err(|e| journal_fail(n, &e))?;
         }
         Ok(Open {
             tx,
@@ -410,8 +413,26 @@ impl<'c> Open<'c> {
         true
     }
 
-    /// Commits the `n` batches applied (all of them succeeded).
-    fn commit(self, n: usize, trimmed: &mut i64) -> Vec<StoreResult<Applied>> {
+    /// Applies `jobs` with a savepoint each: a failing batch's work is rolled back to its
+    /// savepoint, and its failure is its result. Fails only if a savepoint does.
+    fn apply_with_savepoints(&mut self, jobs: &[Job]) -> rusqlite::Result<()> {
+        for job in jobs {
+            self.journal_files |= job.batch.journal_files;
+            self.tx.execute_batch("SAVEPOINT batch")?;
+            let result = writes::apply(&self.tx, &job.batch, &job.packed);
+            self.tx.execute_batch(if result.is_ok() {
+                "RELEASE batch"
+            } else {
+                "ROLLBACK TO batch; RELEASE batch"
+            })?;
+            self.results.push(result);
+        }
+        Ok(())
+    }
+
+    /// Commits the batches applied (those whose results are `Ok` are kept).
+    fn commit(self, trimmed: &mut i64) -> Vec<StoreResult<Applied>> {
+        let n = self.results.len();
         let last = match self.journal_files {
             false => 0,
             true => match journal::last(&self.tx) {
@@ -431,79 +452,13 @@ impl<'c> Open<'c> {
     }
 }
 
-struct Group<'a> {
-    batches: &'a [&'a WriteBatch],
-    packed: &'a [&'a [Option<Vec<u8>>]],
-    journal: &'a JournalMarks,
-}
-
-impl Group<'_> {
-    /// Applies the group again with a savepoint per batch, so that a failing batch fails
-    /// alone.
-    fn with_savepoints(
-        &self,
-        conn: &mut Connection,
-        trimmed: &mut i64,
-    ) -> Vec<StoreResult<Applied>> {
-        let n = self.batches.len();
-        let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
-            Ok(tx) => tx,
-            Err(e) => return all_fail(n, &e),
-        };
-        let synced = self.journal.synced();
-        if synced > *trimmed {
-            if let Err(e) = journal::trim(&tx, synced) {
-                return journal_fail(n, &e);
-            }
-        }
-        let mut results = Vec::with_capacity(n);
-        for (batch, packed) in self.batches.iter().zip(self.packed) {
-            if let Err(e) = tx.execute_batch("SAVEPOINT batch") {
-                return all_fail(n, &e);
-            }
-            let result = writes::apply(&tx, batch, packed);
-            let end = if result.is_ok() {
-                "RELEASE batch"
-            } else {
-                "ROLLBACK TO batch; RELEASE batch"
-            };
-            if let Err(e) = tx.execute_batch(end) {
-                return all_fail(n, &e);
-            }
-            results.push(result);
-        }
-        if results.iter().all(Result::is_err) {
-            // Nothing to keep (the transaction rolls back as it drops, and the trim
-            // waits for the next group).
-            return results;
-        }
-        let last = match self.batches.iter().any(|b| b.journal_files) {
-            false => 0,
-            true => match journal::last(&tx) {
-                Ok(last) => last,
-                // Nothing committed (the transaction rolls back as it drops).
-                Err(e) => return journal_fail(n, &e),
-            },
-        };
-        match tx.commit() {
-            Ok(()) => {
-                *trimmed = synced.max(*trimmed);
-                self.journal.mark_committed(last);
-                results
-            }
-            Err(e) => all_fail(n, &e),
-        }
-    }
-}
-
 fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
-    (0..n).map(|_| Err(group_error(error))).collect()
-}
-
-fn group_error(error: &rusqlite::Error) -> StoreError {
-    let message = format!("committing a write group: {error}");
-    // Out of a resource, the group rolled back: nothing of it is kept (`super::internal`).
-    super::unavailable(error, &message).unwrap_or_else(|| internal(&message))
+    let fail = || {
+        let message = format!("committing a write group: {error}");
+        // Out of a resource, the group rolled back: nothing of it is kept (`super::internal`).
+        super::unavailable(error, &message).unwrap_or_else(|| internal(&message))
+    };
+    (0..n).map(|_| Err(fail())).collect()
 }
 
 fn journal_fail(n: usize, error: &StoreError) -> Vec<StoreResult<Applied>> {
