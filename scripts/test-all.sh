@@ -17,8 +17,8 @@
 #   5. the Iceberg REST Compatibility Kit      (tests/rck/run.sh), then again with the
 #      tables on S3 and vended credentials     (RCK_STORAGE=s3 tests/rck/run.sh; ~40 s)
 #      and the Rust HTTP suites with the default catalog on S3 (tests/http_on_s3.sh)
-#   6. bounded schemathesis fuzz runs of the REST spec and of Polaris's generic tables and
-#      policies (tests/fuzz/run.sh, ~2-3 min)
+#   6. bounded schemathesis fuzz runs of the REST spec, Polaris's generic tables and
+#      policies, its management API, and Floe's own endpoints (tests/fuzz/run.sh, ~5 min)
 #   7. the Python venv for the e2e tests       (.cache/venv, tests/e2e/requirements.txt)
 #   8. pytest tests/e2e                        (PyIceberg, crash tests, S3 with vended
 #      credentials and remote signing, GCS and Azure emulators, change events and their
@@ -240,6 +240,15 @@ else
   # (~1 min).
   run_step "schemathesis fuzz of generic tables and policies (tests/fuzz/run.sh)" \
     env FUZZ_TIMEOUT=300 FUZZ_SPEC=polaris-catalog.json FUZZ_MAX_EXAMPLES=300 \
+    "$ROOT/tests/fuzz/run.sh" || true
+  # Polaris's management API (catalogs, principals, roles, grants; ~1.5 min), as a
+  # principal of its own so that resets and rotations cannot lock the run out, and Floe's
+  # own endpoints (events, undrop; ~30 s).
+  run_step "schemathesis fuzz of the management API (tests/fuzz/run.sh)" \
+    env FUZZ_TIMEOUT=300 FUZZ_SPEC=polaris-management.json FUZZ_MAX_EXAMPLES=300 \
+    "$ROOT/tests/fuzz/run.sh" || true
+  run_step "schemathesis fuzz of Floe's own endpoints (tests/fuzz/run.sh)" \
+    env FUZZ_TIMEOUT=300 FUZZ_SPEC=floe.json FUZZ_MAX_EXAMPLES=300 \
     "$ROOT/tests/fuzz/run.sh" || true
 fi
 
