@@ -114,24 +114,23 @@ def before_call(context, case, kwargs):
         headers[name] = str(uuid.uuid4())
 
 
-def _error_code(response) -> int | None:
+def _error(response) -> dict:
+    """The `error` object of an error body; empty when the body is not one."""
     try:
         body = json.loads(response.content or b"")
     except (ValueError, TypeError):
-        return None
+        return {}
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return body["error"].get("code")
-    return None
+        return body["error"]
+    return {}
 
 
 def _error_type(response) -> str | None:
-    try:
-        body = json.loads(response.content or b"")
-    except (ValueError, TypeError):
-        return None
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        return body["error"].get("type")
-    return None
+    return _error(response).get("type")
+
+
+def _error_code(response) -> int | None:
+    return _error(response).get("code")
 
 
 @schemathesis.hook
