@@ -172,17 +172,20 @@ log "server ready at $BASE (pid $SERVER_PID)"
 
 # Log in (auth on) and seed the resources the fuzzer's path dictionaries name.
 export FLOE_FUZZ_TOKEN
+SPEC_NAME="$(basename "$SPEC")"
 PRINCIPAL_FILE="$REPORT_DIR/principal"
-FLOE_FUZZ_TOKEN="$("$PY" - "$BASE" "$AUTH_MODE" "$CLIENT_ID" "$CLIENT_SECRET" "$SPEC" "$PRINCIPAL_FILE" <<'PY'
+FLOE_FUZZ_TOKEN="$("$PY" - "$BASE" "$AUTH_MODE" "$CLIENT_ID" "$CLIENT_SECRET" "$SPEC_NAME" "$PRINCIPAL_FILE" <<'PY'
 import json, sys, urllib.parse, urllib.request, uuid
 
-base, mode, client_id, secret, spec = sys.argv[1:6]
-token = "no-auth"
-if mode == "internal":
+base, mode, client_id, secret, spec, principal_file = sys.argv[1:7]
+
+def login(client_id, secret):
     form = urllib.parse.urlencode({"grant_type": "client_credentials", "client_id": client_id,
                                    "client_secret": secret, "scope": "PRINCIPAL_ROLE:ALL"}).encode()
     with urllib.request.urlopen(urllib.request.Request(base + "/v1/oauth/tokens", data=form), timeout=10) as r:
-        token = json.load(r)["access_token"]
+        return json.load(r)["access_token"]
+
+token = login(client_id, secret) if mode == "internal" else "no-auth"
 
 with urllib.request.urlopen(urllib.request.Request(base + "/v1/config",
         headers={"Authorization": "Bearer " + token}), timeout=10) as r:
@@ -190,12 +193,18 @@ with urllib.request.urlopen(urllib.request.Request(base + "/v1/config",
 if prefix != "default":
     sys.exit(f"/v1/config overrides.prefix is {prefix!r}, schemathesis.toml assumes 'default'")
 
-def post(path, body):
+# `path` under the catalog's REST prefix, or whole when it starts with "/"; the status
+# and the parsed body (a 4xx or 5xx raises).
+def call(method, path, body):
     url = base + path if path.startswith("/") else f"{base}/v1/{prefix}/{path}"
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method=method,
                                  headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
     with urllib.request.urlopen(req, timeout=10) as r:
-        assert r.status == 200, (path, r.status)
+        return r.status, json.loads(r.read() or b"null")
+
+def post(path, body):
+    status, _ = call("POST", path, body)
+    assert status == 200, (path, status)
 
 schema = {"type": "struct", "schema-id": 0, "fields": [
     {"id": 1, "name": "id", "required": True, "type": "long"},
@@ -215,22 +224,13 @@ post(f"/api/catalog/polaris/v1/{prefix}/namespaces/fuzz/policies", {
 # names from responses: fuzzing it as root locks the run out at root's first reset. Its
 # run logs in as a principal of its own holding root's principal role, whose name the
 # hooks keep out of the mutations (hooks.py, PROTECTED).
-if spec.endswith("polaris-management.json") and mode == "internal":
+if spec == "polaris-management.json" and mode == "internal":
     name = "fuzz-admin-" + uuid.uuid4().hex[:12]
-    req = urllib.request.Request(base + "/api/management/v1/principals", method="POST",
-        data=json.dumps({"principal": {"name": name}}).encode(),
-        headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        creds = json.load(r)["credentials"]
-    req = urllib.request.Request(f"{base}/api/management/v1/principals/{name}/principal-roles",
-        method="PUT", data=json.dumps({"principalRole": {"name": "service_admin"}}).encode(),
-        headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
-    urllib.request.urlopen(req, timeout=10).close()
-    form = urllib.parse.urlencode({"grant_type": "client_credentials", "client_id": creds["clientId"],
-                                   "client_secret": creds["clientSecret"], "scope": "PRINCIPAL_ROLE:ALL"}).encode()
-    with urllib.request.urlopen(urllib.request.Request(base + "/v1/oauth/tokens", data=form), timeout=10) as r:
-        token = json.load(r)["access_token"]
-    with open(sys.argv[6], "w") as f:
+    _, created = call("POST", "/api/management/v1/principals", {"principal": {"name": name}})
+    call("PUT", f"/api/management/v1/principals/{name}/principal-roles",
+         {"principalRole": {"name": "service_admin"}})
+    token = login(created["credentials"]["clientId"], created["credentials"]["clientSecret"])
+    with open(principal_file, "w") as f:
         print(name, file=f)
 print(token)
 PY
@@ -241,13 +241,12 @@ log "seeded namespaces fuzz, fuzz.child, table fuzz.t, view fuzz.v, generic tabl
 
 # --- (c) schemathesis ----------------------------------------------------------
 # The management spec's paths are relative to its server URL; the others' are whole.
-case "$(basename "$SPEC")" in
+case "$SPEC_NAME" in
   polaris-management.json) BASE_PATH=/api/management/v1 ;;
   *) BASE_PATH="" ;;
 esac
 export SCHEMATHESIS_HOOKS="$FUZZ_DIR/hooks.py"
-FLOE_FUZZ_SPEC="$(basename "$SPEC")"
-export FLOE_FUZZ_SPEC
+export FLOE_FUZZ_SPEC="$SPEC_NAME"
 export FLOE_FUZZ_FRESH_KEYS="${FLOE_FUZZ_FRESH_KEYS:-1}"
 # shellcheck disable=SC2206 # FUZZ_EXTRA_ARGS is split on purpose
 st_cmd=(
