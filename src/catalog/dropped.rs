@@ -23,7 +23,7 @@ use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
 use crate::model::{now_ms, CatalogRecord, Ident};
 use crate::store::{
-    Applied, DroppedObject, Mutation, ObjectWrite, PendingPurge, Retention, StoreError,
+    nobody, Applied, DroppedObject, Mutation, ObjectWrite, PendingPurge, Retention, StoreError,
 };
 
 /// Most dropped objects the expirer forgets per round.
@@ -31,6 +31,13 @@ const EXPIRE_BATCH: usize = 100;
 
 /// Most purges the expirer works on per round.
 const PURGE_BATCH: usize = 100;
+
+/// Whether a dropped object's retention has ended. At its very millisecond too: a drop
+/// then already forgets the grants kept for it (`grants_follow`), though the
+/// expirer's query takes only those expiring strictly before its now.
+fn expired(d: &DroppedObject) -> bool {
+    d.expires_ms <= now_ms()
+}
 
 /// How long a purge waits after its `attempts`-th failure: 1 s, doubling, at most an hour.
 fn retry_delay_ms(attempts: i64) -> i64 {
@@ -66,7 +73,13 @@ impl Catalog {
             &Securable::Catalog,
         )?;
         let dropped = self.store.list_dropped(catalog).await?;
-        Ok(json!({ "dropped": dropped.iter().map(describe).collect::<Vec<_>>() }))
+        // Past their retention they wait only for the expirer, and cannot be undropped.
+        let dropped: Vec<_> = dropped
+            .iter()
+            .filter(|d| !expired(d))
+            .map(describe)
+            .collect();
+        Ok(json!({ "dropped": dropped }))
     }
 
     /// The catalog and its dropped object `id`, for a caller who may manage the catalog's
@@ -87,7 +100,7 @@ impl Catalog {
             .store
             .get_dropped(id)
             .await?
-            .filter(|d| d.catalog == record.id)
+            .filter(|d| d.catalog == record.id && !expired(d))
             .ok_or_else(|| StoreError::DroppedMissing(id.to_string()))?;
         Ok((record, dropped))
     }
@@ -129,13 +142,31 @@ impl Catalog {
             id: id.to_string(),
             write,
         };
-        let batch = self.batch(ctx, undrop, &Outcome::NoContent, events);
+        let answer = json!({
+            "namespace": ident.namespace.levels(),
+            "name": ident.name,
+            "type": dropped.kind.as_str(),
+            "metadata-location": dropped.metadata_location,
+        });
+        // Kept with the idempotency key as sent: a retry learns the name and location too.
+        let outcome = Outcome::Json {
+            status: 200,
+            body: answer.clone(),
+        };
+        let batch = self.batch(ctx, undrop, &outcome, events);
         let attempts = self.settings.max_commit_attempts.max(1);
         for attempt in 1..=attempts {
             // The grants it held come back with it (a retry: on the model re-read).
             let mut batch = batch.clone();
             self.grants_return(&mut batch, id, &securable(dropped.kind, &ident))
                 .await?;
+            // Checked after the security model was read: a drop past the retention
+            // forgets the grants kept for it (`forget_expired_grants`, by any drop that
+            // keeps grants), and the model read above must not predate that, or it would
+            // come back without them. Once past, it is gone for undrop, as for the list.
+            if expired(&dropped) {
+                return Err(StoreError::DroppedMissing(id.to_string()).into());
+            }
             match self.apply(batch, None).await {
                 Err(StoreError::Conflict) if attempt < attempts => continue,
                 other => {
@@ -144,12 +175,7 @@ impl Catalog {
                 }
             }
         }
-        Ok(json!({
-            "namespace": ident.namespace.levels(),
-            "name": ident.name,
-            "type": dropped.kind.as_str(),
-            "metadata-location": dropped.metadata_location,
-        }))
+        Ok(answer)
     }
 
     /// Forgets a dropped table or view now and deletes its files.
@@ -311,12 +337,24 @@ impl Catalog {
                     tracing::warn!(location = %purge.location, error = %e, "purge abandoned: no longer inside the catalog's allowed locations");
                     Ok(true)
                 }
-                Ok(_) => {
-                    self.files
-                        .for_catalog(record)
-                        .delete_prefix(&purge.location, self.settings.purge_batch_files.max(1))
-                        .await
-                }
+                // Recorded purges never overlap a table or view (the store checks both
+                // ways); asked again each round for any recorded before that was so.
+                Ok(canonical) => match self
+                    .store
+                    .overlapping_object(record.id, &canonical, &nobody())
+                    .await?
+                {
+                    Some(other) => {
+                        tracing::warn!(location = %purge.location, %other, "purge abandoned: a table or view lies there now");
+                        Ok(true)
+                    }
+                    None => {
+                        self.files
+                            .for_catalog(record)
+                            .delete_prefix(&purge.location, self.settings.purge_batch_files.max(1))
+                            .await
+                    }
+                },
             },
         };
         let id = purge.id.clone();

@@ -187,6 +187,9 @@ impl From<StoreError> for CatalogError {
             S::LocationOverlap { location, other } => CatalogError::bad_request(format!(
                 "Location {location} overlaps the location of {other}"
             )),
+            S::LocationPurging { location, purging } => CatalogError::bad_request(format!(
+                "Location {location} overlaps {purging}, where the files of a dropped table or view are being deleted; use another location, or this one once the purge is done"
+            )),
             S::Conflict => {
                 CatalogError::CommitFailed("Concurrent modification, please retry".into())
             }

@@ -82,6 +82,9 @@ pub enum StoreError {
     },
     #[error("location {location} overlaps the location of {other}")]
     LocationOverlap { location: String, other: Ident },
+    /// A location where a purge is still deleting files (of a dropped table or view).
+    #[error("location {location} overlaps {purging}, where a purge is deleting files")]
+    LocationPurging { location: String, purging: String },
     /// A compare-and-swap lost against a concurrent write: re-read and retry.
     #[error("concurrent modification")]
     Conflict,
@@ -476,6 +479,25 @@ pub(crate) fn page_of<T>(
         _ => None,
     };
     Page { items, next_after }
+}
+
+/// An identifier no table or view has (the root namespace holds none): for an overlap
+/// check that leaves nothing out.
+pub(crate) fn nobody() -> Ident {
+    Ident {
+        namespace: Namespace::root(),
+        name: String::new(),
+    }
+}
+
+/// The first of `purging` (purges' locations, as recorded) that overlaps the canonical
+/// `location`: contains it or lies inside it. A purge deletes everything under its
+/// location, so nothing may be created there until it is done.
+pub(crate) fn purge_overlapping(location: &str, purging: Vec<String>) -> Option<String> {
+    purging.into_iter().find(|purge| {
+        crate::storage::location::canonical_location(purge)
+            .is_ok_and(|p| p.starts_with(location) || location.starts_with(&p))
+    })
 }
 
 /// The directory prefixes of a canonical location (which ends in `/`), shortest first,

@@ -1087,6 +1087,45 @@ async fn drop_with_purge_deletes_the_table_directory() {
     assert!(s.list_tables(&["db"]).await.is_empty());
 }
 
+/// A purge never deletes where a table now lies: a table dropped with purge, its name
+/// and explicit location taken again by a new table, then purged, leaves the new
+/// table's files alone (they cannot be told from the old one's).
+#[tokio::test]
+async fn a_purge_leaves_a_new_table_at_the_same_location_alone() {
+    let s = Server::start().await;
+    s.create_namespace(&["db"]).await;
+    let location = format!("{}/explicit/t", s.warehouse());
+    let body = json!({ "name": "t", "schema": schema(), "location": location });
+    s.post(&tables_url(&["db"]), &body).await.ok(200);
+    s.delete(&format!("{}?purgeRequested=true", table_url(&["db"], "t")))
+        .await
+        .ok(204);
+    let again = s.post(&tables_url(&["db"]), &body).await.ok(200).json();
+    let metadata = again["metadata-location"].as_str().expect("a location");
+    let dropped = s
+        .get("/api/management/v1/catalogs/default/dropped")
+        .await
+        .ok(200)
+        .json();
+    let id = dropped["dropped"][0]["id"]
+        .as_str()
+        .expect("the dropped id");
+    s.delete(&format!("/api/management/v1/catalogs/default/dropped/{id}"))
+        .await
+        .ok(204);
+    let name = metadata
+        .strip_prefix(&format!("{location}/"))
+        .unwrap_or_else(|| panic!("{metadata} is inside {location}"));
+    assert!(
+        s.files.list(&location).await.iter().any(|f| f == name),
+        "the new table's metadata file {metadata} must stay"
+    );
+    assert_eq!(
+        s.table_pointer(&["db"], "t").await.as_deref(),
+        Some(metadata)
+    );
+}
+
 #[tokio::test]
 async fn metrics_reports_are_accepted() {
     let s = Server::start().await;

@@ -631,6 +631,42 @@ async fn kept_grants_go_when_their_drop_expires() {
     }
 }
 
+/// Past its retention a drop cannot be undropped, even before the expirer forgets it: a
+/// later drop has forgotten its kept grants by then, and it would come back without
+/// them. It leaves the list at the same moment.
+#[tokio::test]
+async fn an_expired_drop_is_gone_for_undrop_before_the_expirer_runs() {
+    let s = secure_server_with(|c| c.drop_retention = Duration::from_secs(1)).await;
+    let root = root_with_table(&s).await;
+    root.delete(&table_url(&["db"], "t")).await.ok(204);
+    let dropped = root
+        .get(&format!("{MGMT}/catalogs/default/dropped"))
+        .await
+        .ok(200)
+        .json();
+    let entry = &dropped["dropped"][0];
+    let id = entry["id"].as_str().expect("an id").to_string();
+    let expires = entry["expires-at-ms"].as_i64().expect("expires-at-ms");
+    // Just past it: the expirer (every second) has most likely not run yet.
+    let wait = expires + 5 - floe::model::now_ms();
+    tokio::time::sleep(Duration::from_millis(wait.max(0) as u64)).await;
+    root.post(
+        &format!("{MGMT}/catalogs/default/dropped/{id}/undrop"),
+        &json!({}),
+    )
+    .await
+    .error(404, "NoSuchTableException");
+    root.get(&table_url(&["db"], "t"))
+        .await
+        .error(404, "NoSuchTableException");
+    let dropped = root
+        .get(&format!("{MGMT}/catalogs/default/dropped"))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(dropped["dropped"], json!([]));
+}
+
 /// A grant racing the drop of its object (a table, or a policy): whichever commits
 /// first, no grant outlives the object (the grant is refused, or the drop takes it
 /// along).

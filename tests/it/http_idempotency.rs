@@ -106,6 +106,30 @@ async fn retried_mutations_take_effect_once() {
         .await
         .ok(204);
     assert!(s.list_tables(&["db"]).await.is_empty());
+    // The retried undrop answers what the first did (the name and metadata location it
+    // came back under), not an empty 204.
+    let dropped = s
+        .get("/api/management/v1/catalogs/default/dropped")
+        .await
+        .ok(200)
+        .json();
+    let id = dropped["dropped"][0]["id"]
+        .as_str()
+        .expect("a dropped id")
+        .to_string();
+    let undrop = json!({ "namespace": ["db"], "name": "back" });
+    let back = twice(
+        &s,
+        Method::POST,
+        &format!("/api/management/v1/catalogs/default/dropped/{id}/undrop"),
+        Some(&undrop),
+    )
+    .await
+    .ok(200)
+    .json();
+    assert_eq!(back["name"], "back");
+    assert_eq!(back["metadata-location"], json!(location));
+    assert_eq!(s.list_tables(&["db"]).await, ["back"]);
 
     // Polaris's generic tables: the retried create answers 200 again, not 409.
     let generic = "/api/catalog/polaris/v1/default/namespaces/db/generic-tables";

@@ -1708,6 +1708,29 @@ async fn purges_commit_with_their_change_and_stay_until_finished(store: Arc<dyn 
     store.write(drop).await.unwrap();
     assert!(store.due_purges(now - 1, 10).await.unwrap().is_empty());
     assert_eq!(store.due_purges(now, 10).await.unwrap(), vec![purge("p1")]);
+    // Nothing is created where it is deleting files (at, inside or around its location),
+    // and the refusal changes nothing; a sibling whose name merely starts alike is fine.
+    for (name, location) in [("at", "db/t"), ("inside", "db/t/sub"), ("around", "db")] {
+        let refused = create(ObjectKind::Table, &ident(&["db"], name), location);
+        assert!(
+            matches!(
+                commit(&store, c.id, vec![refused]).await,
+                Err(StoreError::LocationPurging { .. })
+            ),
+            "{location}"
+        );
+        assert_eq!(pointer(&store, "c", &ident(&["db"], name)).await, None);
+    }
+    let sibling = create(ObjectKind::Table, &ident(&["db"], "t2"), "db/t2");
+    commit(&store, c.id, vec![sibling]).await.unwrap();
+    // And no purge is recorded where a table or view lies (it would delete its files).
+    let mut over_sibling = batch(Mutation::None);
+    over_sibling.purge = Some(PendingPurge {
+        location: "file:///wh/db/t2".into(),
+        ..purge("p-sibling")
+    });
+    store.write(over_sibling).await.unwrap();
+    assert_eq!(ids(store.due_purges(now, 10).await.unwrap()), vec!["p1"]);
     // Deferred after a failure: due again only later, with its attempts counted.
     store
         .write(batch(Mutation::DeferPurge {

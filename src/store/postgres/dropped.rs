@@ -6,6 +6,7 @@ use tokio_postgres::Row;
 
 use super::{int8, text, Attempt, Queries};
 use crate::model::{CatalogId, Ident};
+use crate::storage::location::canonical_location;
 use crate::store::{
     DroppedObject, DroppedRow, PendingPurge, Retention, StoreError, StoreResult, StoredObject,
     DROPPED_COLUMNS, PURGE_COLUMNS,
@@ -167,8 +168,19 @@ pub(super) async fn expired(
     Ok(out)
 }
 
-/// Records a purge to carry out once the transaction commits.
+/// Records a purge to carry out once the transaction commits; none where a table or
+/// view now lies (a new one at a dropped one's explicit location): its files could not
+/// be told from the dropped one's. The check takes the location's advisory locks, as a
+/// create does, so that no create slips in between (it checks for purges under them).
 pub(super) async fn schedule_purge(q: &impl Queries, purge: &PendingPurge) -> Attempt<()> {
+    if let Ok(location) = canonical_location(&purge.location) {
+        let nobody = crate::store::nobody();
+        let live = super::objects::overlapping_object(q, purge.catalog, &location, &nobody).await?;
+        if let Some(other) = live {
+            tracing::warn!(location = %purge.location, %other, "not purging: a table or view lies there now");
+            return Ok(());
+        }
+    }
     q.execute_all_typed(
         &format!("INSERT INTO pending_purges ({PURGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)"),
         &[

@@ -97,6 +97,14 @@ async fn commit_object(q: &impl Queries, id: CatalogId, w: &ObjectWrite) -> Atte
             }
             .into());
         }
+        // Under the same locks, which a purge's record takes too (`schedule_purge`).
+        if let Some(purging) = purge_overlapping(q, &w.location).await? {
+            return Err(StoreError::LocationPurging {
+                location: w.location.clone(),
+                purging,
+            }
+            .into());
+        }
     }
     Ok(())
 }
@@ -107,10 +115,21 @@ fn lock_key(location: &str) -> i64 {
     crate::stable_hash::fnv1a(location.bytes()) as i64
 }
 
+/// The purge still to finish whose location overlaps the canonical `location`.
+async fn purge_overlapping(q: &impl Queries, location: &str) -> Attempt<Option<String>> {
+    let purging = q
+        .query_all_typed("SELECT location FROM pending_purges", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    Ok(crate::store::purge_overlapping(location, purging))
+}
+
 /// The object whose location contains `location` or lies inside it (see the SQLite store
 /// for the range trick), after taking the advisory locks that make check-then-insert
 /// safe between nodes: shared on every ancestor directory, exclusive on the location.
-async fn overlapping_object(
+pub(super) async fn overlapping_object(
     q: &impl Queries,
     id: CatalogId,
     location: &str,

@@ -5,6 +5,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::internal;
 use crate::model::{CatalogId, Ident};
+use crate::storage::location::canonical_location;
 use crate::store::{
     DroppedObject, DroppedRow, PendingPurge, Retention, StoreError, StoreResult, StoredObject,
     DROPPED_COLUMNS, PURGE_COLUMNS,
@@ -139,8 +140,19 @@ pub(super) fn expired(
     rows.into_iter().map(DroppedRow::into_dropped).collect()
 }
 
-/// Records a purge to carry out once the transaction commits.
+/// Records a purge to carry out once the transaction commits; none where a table or
+/// view now lies (a new one at a dropped one's explicit location): its files could not
+/// be told from the dropped one's.
 pub(super) fn schedule_purge(tx: &Transaction, purge: &PendingPurge) -> StoreResult<()> {
+    if let Ok(location) = canonical_location(&purge.location) {
+        let nobody = crate::store::nobody();
+        if let Some(other) =
+            super::writes::overlapping_object(tx, purge.catalog, &location, &nobody)?
+        {
+            tracing::warn!(location = %purge.location, %other, "not purging: a table or view lies there now");
+            return Ok(());
+        }
+    }
     tx.prepare_cached(&format!(
         "INSERT INTO pending_purges ({PURGE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
     ))
@@ -169,6 +181,15 @@ pub(super) fn finish_purge(tx: &Transaction, id: &str) -> StoreResult<()> {
         super::journal::forget_under(tx, &location)?;
     }
     Ok(())
+}
+
+/// The purge still to finish whose location overlaps the canonical `location`.
+pub(super) fn purge_overlapping(conn: &Connection, location: &str) -> StoreResult<Option<String>> {
+    let purging: Vec<String> = conn
+        .prepare_cached("SELECT location FROM pending_purges")
+        .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
+        .map_err(internal)?;
+    Ok(crate::store::purge_overlapping(location, purging))
 }
 
 pub(super) fn defer_purge(

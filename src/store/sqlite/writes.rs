@@ -609,6 +609,12 @@ fn commit_object(
                 other,
             });
         }
+        if let Some(purging) = dropped::purge_overlapping(tx, &w.location)? {
+            return Err(StoreError::LocationPurging {
+                location: w.location.clone(),
+                purging,
+            });
+        }
     }
     Ok(())
 }
