@@ -1102,14 +1102,7 @@ async fn a_purge_leaves_a_new_table_at_the_same_location_alone() {
         .ok(204);
     let again = s.post(&tables_url(&["db"]), &body).await.ok(200).json();
     let metadata = again["metadata-location"].as_str().expect("a location");
-    let dropped = s
-        .get("/api/management/v1/catalogs/default/dropped")
-        .await
-        .ok(200)
-        .json();
-    let id = dropped["dropped"][0]["id"]
-        .as_str()
-        .expect("the dropped id");
+    let id = s.newest_dropped_id().await;
     s.delete(&format!("/api/management/v1/catalogs/default/dropped/{id}"))
         .await
         .ok(204);

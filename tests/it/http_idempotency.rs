@@ -108,15 +108,7 @@ async fn retried_mutations_take_effect_once() {
     assert!(s.list_tables(&["db"]).await.is_empty());
     // The retried undrop answers what the first did (the name and metadata location it
     // came back under), not an empty 204.
-    let dropped = s
-        .get("/api/management/v1/catalogs/default/dropped")
-        .await
-        .ok(200)
-        .json();
-    let id = dropped["dropped"][0]["id"]
-        .as_str()
-        .expect("a dropped id")
-        .to_string();
+    let id = s.newest_dropped_id().await;
     let undrop = json!({ "namespace": ["db"], "name": "back" });
     let back = twice(
         &s,

@@ -358,6 +358,19 @@ impl Server {
         names(&self.get(&tables_url(namespace)).await.ok(200).json())
     }
 
+    /// The id of the default catalog's newest dropped table or view (undrop, purge).
+    pub async fn newest_dropped_id(&self) -> String {
+        let dropped = self
+            .get("/api/management/v1/catalogs/default/dropped")
+            .await
+            .ok(200)
+            .json();
+        dropped["dropped"][0]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("nothing dropped: {dropped}"))
+            .to_string()
+    }
+
     /// The table's metadata location, or `None` when the table does not load.
     pub async fn table_pointer(&self, namespace: &[&str], name: &str) -> Option<String> {
         let r = self.get(&table_url(namespace, name)).await;
