@@ -24,8 +24,78 @@ use crate::store::{EventRead, Store};
 pub trait Sink: Send + Sync {
     /// The relay's name in the store (its lease and confirmed position).
     fn name(&self) -> &str;
+    /// The largest event, rendered, that the broker takes (see `fit`).
+    fn max_event_bytes(&self) -> usize {
+        MAX_EVENT_BYTES
+    }
     /// Publishes every event, in order; `Ok` only once the broker acknowledged all.
     async fn publish(&self, events: &[StoredEvent]) -> anyhow::Result<()>;
+}
+
+/// The largest event relayed whole: below the 1 MB that NATS (`max_payload`) and Kafka
+/// (`message.max.bytes`) take by default, with room for a record's key and headers.
+pub const MAX_EVENT_BYTES: usize = 900 * 1024;
+
+/// The event as the sink can take it. A commit's updates may be megabytes (request
+/// bodies go up to `--max-body-bytes`), and a broker refuses a message over its limit
+/// every time: sent as it is, one such event would stop the relay for good, and every
+/// event after it. So an event larger than `max` goes without the largest members of its
+/// `data` (its updates and requirements, typically), largest first until it fits, and
+/// names them in `data["x-floe-omitted"]`; the pull endpoint still serves it whole.
+pub fn fit(event: &StoredEvent, max: usize) -> Option<StoredEvent> {
+    /// Kept whatever the size (`docs/events.schema.json` requires them; all are small).
+    const REQUIRED: [&str; 4] = [
+        "operation-type",
+        "principal",
+        "request-id",
+        "request-event-count",
+    ];
+    // `render` adds the two store numbers; counted with room to spare.
+    const NUMBERS: usize = 64;
+    if event.body.len() + NUMBERS <= max {
+        return None;
+    }
+    let mut body: serde_json::Value = serde_json::from_str(&event.body).ok()?;
+    let data = body.get_mut("data")?.as_object_mut()?;
+    let mut sizes: Vec<(String, usize)> = data
+        .iter()
+        .filter(|(k, _)| !REQUIRED.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.to_string().len() + k.len()))
+        .collect();
+    // Largest first; ties by name, so a retry sends the same bytes.
+    sizes.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    // With `,"x-floe-omitted":[]` and, below, each name it lists.
+    let mut size = event.body.len() + NUMBERS + 20;
+    let mut omitted = Vec::new();
+    for (key, bytes) in sizes {
+        if size <= max {
+            break;
+        }
+        data.remove(&key);
+        size = size.saturating_sub(bytes) + key.len() + 3;
+        omitted.push(key);
+    }
+    omitted.sort();
+    data.insert("x-floe-omitted".into(), omitted.into());
+    Some(StoredEvent {
+        body: body.to_string(),
+        ..event.clone()
+    })
+}
+
+/// The batch with every event made to fit the sink (`fit`), logged where one did not.
+fn fit_all(events: Vec<StoredEvent>, max: usize, relay: &str) -> Vec<StoredEvent> {
+    events
+        .into_iter()
+        .map(|event| match fit(&event, max) {
+            None => event,
+            Some(fitted) => {
+                tracing::warn!(relay, event = %event.id, position = event.position, bytes = event.body.len(), max,
+                    "event larger than the sink takes: relayed without its largest data members (the pull endpoint has it whole)");
+                fitted
+            }
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone)]
@@ -128,7 +198,11 @@ impl Relay {
             };
             let read = match pending.take() {
                 Some(batch) => Ok(batch),
-                None => self.store.read_events(&read).await,
+                None => self
+                    .store
+                    .read_events(&read)
+                    .await
+                    .map(|events| fit_all(events, self.sink.max_event_bytes(), &name)),
             };
             let events = match read {
                 Ok(events) => events,
@@ -190,6 +264,64 @@ pub async fn expire_events(store: Arc<dyn Store>, retention: Duration, every: Du
             Ok(0) => {}
             Ok(n) => tracing::info!(deleted = n, "expired change events past retention"),
             Err(e) => tracing::warn!(error = %e, "could not expire change events"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::CatalogId;
+
+    fn event(body: serde_json::Value) -> StoredEvent {
+        StoredEvent {
+            position: 7,
+            sequence: 2,
+            catalog_id: CatalogId(1),
+            entity: "object:u".into(),
+            operation: "update-table".into(),
+            time_ms: 0,
+            id: "e".into(),
+            body: body.to_string(),
+        }
+    }
+
+    #[test]
+    fn an_event_too_large_for_the_sink_goes_without_its_largest_data() {
+        let big = "x".repeat(5_000);
+        let e = event(serde_json::json!({
+            "data": {"operation-type": "update-table", "table-uuid": "u",
+                     "updates": [{"action": "set-properties", "updates": {"k": big}}],
+                     "requirements": [{"type": "assert-table-uuid", "uuid": "u"}]},
+            "id": "e", "specversion": "1.0"
+        }));
+        // Small enough: untouched.
+        assert_eq!(fit(&e, 10_000), None);
+        let fitted = fit(&e, 1_000).expect("shrunk");
+        assert!(fitted.render().len() <= 1_000, "{}", fitted.render());
+        let v: serde_json::Value = serde_json::from_str(&fitted.render()).unwrap();
+        assert_eq!(v["data"]["x-floe-omitted"], serde_json::json!(["updates"]));
+        assert_eq!(v["data"]["table-uuid"], "u");
+        assert_eq!(v["data"]["requirements"][0]["uuid"], "u");
+        assert_eq!(
+            (v["position"].as_i64(), v["id"].as_str()),
+            (Some(7), Some("e"))
+        );
+        // The same bytes every time (a refused batch is sent again as it was).
+        assert_eq!(fit(&e, 1_000), Some(fitted));
+        // Tighter: the next largest go too, each named; what the schema requires stays.
+        let tight = fit(&e, 200).expect("shrunk");
+        assert!(tight.render().len() <= 200, "{}", tight.render());
+        let v: serde_json::Value = serde_json::from_str(&tight.body).unwrap();
+        let data = v["data"].as_object().unwrap();
+        let omitted = data["x-floe-omitted"].as_array().unwrap();
+        assert!(omitted.contains(&"requirements".into()), "{omitted:?}");
+        assert_eq!(data["operation-type"], "update-table");
+        for key in ["operation-type", "table-uuid", "updates", "requirements"] {
+            assert!(
+                data.contains_key(key) != omitted.contains(&key.into()),
+                "{key}: {v}"
+            );
         }
     }
 }

@@ -1514,6 +1514,43 @@ def test_nats_relay(module_server_factory, nats_broker):
     assert "floe.events.table.update-table" in seen_subjects
 
 
+def test_an_event_too_large_for_the_broker_is_relayed_without_its_updates(
+        module_server_factory, nats_broker):
+    """NATS takes at most 1 MiB a message, and a commit's updates can be larger: such an
+    event goes without its largest data members (named in x-floe-omitted), and the
+    events after it follow, in order. The pull endpoint keeps it whole. A stream of its
+    own, apart from test_nats_relay's."""
+    sink = f"{nats_broker.address}?stream=FLOE_BIG&subject=floe.big"
+    server = module_server_factory(["--events-sink", sink])
+    default = Catalog(root_api(server), "default")
+    ns = unique("big")
+    default.create_namespace([ns], expect=200)
+    default.create_table([ns], "t", expect=200)
+    big = "x" * (1536 * 1024)
+    default.set_property([ns], "t", "big", big, expect=200)
+    default.set_property([ns], "t", "after", "1", expect=200)
+
+    deadline = time.monotonic() + 60
+    while True:
+        relayed = [ce for _, _, ce in nats_messages(nats_broker.address, "FLOE_BIG")]
+        updates = [ce for ce in relayed if ce["data"]["operation-type"] == "update-table"]
+        if len(updates) == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert [ce["position"] for ce in relayed] == list(range(1, len(relayed) + 1))
+    assert len(updates) == 2, [ce["data"]["operation-type"] for ce in relayed]
+    shrunk, after = updates
+    for ce in relayed:
+        event_schema().validate(ce)
+    assert shrunk["data"]["x-floe-omitted"] == ["updates"], shrunk["data"]
+    assert "updates" not in shrunk["data"]
+    assert shrunk["data"]["metadata-location"], shrunk["data"]
+    assert "x-floe-omitted" not in after["data"]
+    assert after["data"]["updates"][0]["updates"] == {"after": "1"}
+    whole = [e for e in default.everything() if e["operation"]["operation-type"] == "update-table"]
+    assert whole[0]["operation"]["updates"][0]["updates"]["big"] == big
+
+
 def kafka_records(bootstrap: str, topic: str = "floe-events") -> list | None:
     """Every record in the topic: (partition, offset, key, headers, body), read from the
     beginning of each partition up to its high watermark; None while the broker cannot

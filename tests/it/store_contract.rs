@@ -1573,6 +1573,25 @@ async fn events_expire_only_once_relayed(store: Arc<dyn Store>) {
     );
     store.write(b).await.unwrap();
     assert_eq!(all_events(&store).await[0].position, 5);
+    // Event times are stamped before commit, so they need not rise with positions: an
+    // old event behind a newer one stays until the newer one goes too. Retention
+    // deletes only a prefix of the log; a gap would let a consumer resuming before it
+    // skip the deleted event without the 410 a deleted prefix gives.
+    for time_ms in [old + 1000, old] {
+        let mut b = batch(Mutation::None);
+        b.events = events_for(
+            &c,
+            vec![Draft::catalog(Operation::UpdateCatalog, c.id, "c")],
+        );
+        b.events[0].time_ms = time_ms;
+        store.write(b).await.unwrap();
+    }
+    store
+        .confirm_relay("r", "a", 7, now + 60_000)
+        .await
+        .unwrap();
+    assert_eq!(store.purge_events(old + 500).await.unwrap(), 0);
+    assert_eq!(store.event_bounds().await.unwrap(), (5, 7));
 }
 
 async fn dropped_objects_can_be_undropped_or_forgotten(store: Arc<dyn Store>) {

@@ -28,7 +28,7 @@ pub struct KafkaSink {
 const DELIVERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl KafkaSink {
-    pub fn new(bootstrap: &str, topic: &str) -> anyhow::Result<Self> {
+    pub fn new(bootstrap: &str, topic: &str, name: String) -> anyhow::Result<Self> {
         let producer: FutureProducer = ClientConfig::new()
             .set("bootstrap.servers", bootstrap)
             .set("enable.idempotence", "true")
@@ -43,7 +43,7 @@ impl KafkaSink {
         Ok(KafkaSink {
             producer,
             topic: topic.to_string(),
-            name: format!("kafka:{topic}"),
+            name,
         })
     }
 }

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
+use sha2::Digest as _;
 
 use super::relay::Sink;
 
@@ -69,6 +70,33 @@ impl SinkUrl {
     }
 }
 
+impl SinkUrl {
+    /// The relay's name in the store (its lease and confirmed position) and in the log.
+    /// Nodes share a relay exactly when they publish to the same place, so the name
+    /// tells every place apart: broker and stream or topic; a webhook's scheme, host,
+    /// port, path and query. Nothing secret is spelled out: a webhook's path and query
+    /// may be its token (Slack's and Discord's are), so they appear only hashed, and its
+    /// user and password not at all.
+    pub fn relay_name(&self) -> String {
+        match self {
+            SinkUrl::Nats { server, stream, .. } => format!("nats:{server}/{stream}"),
+            SinkUrl::Kafka { bootstrap, topic } => format!("kafka:{bootstrap}/{topic}"),
+            SinkUrl::Webhook(url) => {
+                let address = format!("{}?{}", url.path(), url.query().unwrap_or_default());
+                let digest = sha2::Sha256::digest(address.as_bytes());
+                let digest: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+                format!(
+                    "webhook:{}://{}:{}/#{}",
+                    url.scheme(),
+                    url.host_str().unwrap_or_default(),
+                    url.port_or_known_default().unwrap_or_default(),
+                    digest
+                )
+            }
+        }
+    }
+}
+
 /// A sink's options from its query string; one it does not know is an error.
 fn options(scheme: &str, query: &str, known: &[&str]) -> anyhow::Result<HashMap<String, String>> {
     let options: HashMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
@@ -89,18 +117,22 @@ fn option(options: &HashMap<String, String>, key: &str, default: &str) -> String
 
 /// Builds the sink a `--events-sink` URL names (connecting where the broker needs it).
 pub async fn from_url(sink: &str) -> anyhow::Result<Arc<dyn Sink>> {
-    Ok(match SinkUrl::parse(sink)? {
+    let parsed = SinkUrl::parse(sink)?;
+    let name = parsed.relay_name();
+    Ok(match parsed {
         SinkUrl::Nats {
             server,
             stream,
             subject,
-        } => Arc::new(nats::NatsSink::connect(&server, &stream, &subject).await?),
-        SinkUrl::Kafka { bootstrap, topic } => Arc::new(kafka::KafkaSink::new(&bootstrap, &topic)?),
+        } => Arc::new(nats::NatsSink::connect(&server, &stream, &subject, name).await?),
+        SinkUrl::Kafka { bootstrap, topic } => {
+            Arc::new(kafka::KafkaSink::new(&bootstrap, &topic, name)?)
+        }
         SinkUrl::Webhook(url) => {
             let secret = std::env::var("FLOE_EVENTS_WEBHOOK_SECRET").context(
                 "a webhook sink needs FLOE_EVENTS_WEBHOOK_SECRET (the key its requests are signed with)",
             )?;
-            Arc::new(webhook::WebhookSink::new(url, secret.into_bytes())?)
+            Arc::new(webhook::WebhookSink::new(url, secret.into_bytes(), name)?)
         }
     })
 }
@@ -141,5 +173,32 @@ mod tests {
             }
         );
         assert!(SinkUrl::parse("amqp://h").is_err());
+    }
+
+    #[test]
+    fn relays_share_a_name_only_when_they_publish_to_the_same_place() {
+        let name = |sink: &str| SinkUrl::parse(sink).unwrap().relay_name();
+        assert_eq!(name("nats://h?stream=S"), "nats:nats://h:4222/S");
+        assert_ne!(name("nats://h?stream=S"), name("nats://other?stream=S"));
+        assert_eq!(
+            name("kafka://a:9092,b:9092?topic=t"),
+            "kafka:a:9092,b:9092/t"
+        );
+        assert_ne!(
+            name("kafka://a:9092?topic=t"),
+            name("kafka://c:9092?topic=t")
+        );
+        // A webhook's path, query and port tell receivers apart; its secrets are not
+        // spelled out (they go into the store and the log).
+        let hook = name("https://u:secret@h/services/T0/B0/tok3n?token=x");
+        assert!(hook.starts_with("webhook:https://h:443/#"), "{hook}");
+        for secret in ["secret", "tok3n", "token=x", "services"] {
+            assert!(!hook.contains(secret), "{hook}");
+        }
+        assert_eq!(hook, name("https://h/services/T0/B0/tok3n?token=x"));
+        assert_ne!(name("https://h/audit"), name("https://h/search"));
+        assert_ne!(name("https://h/f?c=a"), name("https://h/f?c=b"));
+        assert_ne!(name("http://h:8080/f"), name("http://h:8081/f"));
+        assert_eq!(name("http://h/f"), name("http://h:80/f"));
     }
 }

@@ -179,9 +179,16 @@ pub(super) async fn confirm(
 }
 
 /// Deletes events older than `before_ms` that every relay active since then confirmed.
+/// Only a prefix of the log goes: the events before the first one at or after
+/// `before_ms`. Times are stamped before commit and need not rise with positions, and a
+/// gap would let a pull consumer resuming before it skip the deleted event unawares (a
+/// deleted prefix answers it with a 410).
 pub(super) async fn purge(q: &impl Queries, before_ms: i64) -> Attempt<u64> {
     Ok(q.execute_all_typed(
-        "DELETE FROM events WHERE time_ms < $1 AND position <= COALESCE(
+        "DELETE FROM events WHERE position < COALESCE(
+                 (SELECT position FROM events WHERE time_ms >= $1 ORDER BY position LIMIT 1),
+                 (SELECT position FROM event_head WHERE id = 1) + 1)
+             AND position <= COALESCE(
                  (SELECT MIN(position) FROM event_relays
                   WHERE lease_until_ms >= $1 AND name NOT LIKE 'expirer:%'),
                  (SELECT position FROM event_head WHERE id = 1))",

@@ -170,10 +170,17 @@ pub(super) fn confirm(
 
 /// Deletes events older than `before_ms` that every relay active since then confirmed
 /// (a relay whose lease lapsed before `before_ms` no longer holds events back).
+/// Only a prefix of the log goes: the events before the first one at or after
+/// `before_ms`. Times are stamped before commit and need not rise with positions, and a
+/// gap would let a pull consumer resuming before it skip the deleted event unawares (a
+/// deleted prefix answers it with a 410).
 pub(super) fn purge(tx: &Transaction, before_ms: i64) -> StoreResult<u64> {
     let deleted = tx
         .execute(
-            "DELETE FROM events WHERE time_ms < ?1 AND position <= COALESCE(
+            "DELETE FROM events WHERE position < COALESCE(
+                 (SELECT position FROM events WHERE time_ms >= ?1 ORDER BY position LIMIT 1),
+                 (SELECT MAX(position) FROM events) + 1)
+             AND position <= COALESCE(
                  (SELECT MIN(position) FROM event_relays
                   WHERE lease_until_ms >= ?1 AND name NOT LIKE 'expirer:%'),
                  (SELECT MAX(position) FROM events))",
