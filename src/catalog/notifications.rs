@@ -76,6 +76,21 @@ fn out_of_order(ident: &Ident, admitted: i64) -> CatalogError {
     ))
 }
 
+impl Order {
+    /// Whether a notification at `timestamp_ms` may follow the last one admitted
+    /// (`stamp`); `Err` names the one it is out of order with.
+    fn admits(self, stamp: Option<i64>, timestamp_ms: i64, ident: &Ident) -> CatalogResult<()> {
+        let refused = match self {
+            Order::Newer => stamp.filter(|s| timestamp_ms <= *s),
+            Order::NotOlder => stamp.filter(|s| timestamp_ms < *s),
+        };
+        match refused {
+            Some(admitted) => Err(out_of_order(ident, admitted)),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Catalog {
     pub async fn send_notification(
         &self,
@@ -135,10 +150,14 @@ impl Catalog {
             metadata: document,
             ..
         } = registered;
+        let timestamp = notification.timestamp_ms;
+        // Refused before its namespaces are made: an out-of-order one changes nothing
+        // (`admit` asks again, with the change).
+        let stamp = self.store.notification_stamp(record.id, ident).await?;
+        Order::Newer.admits(stamp, timestamp, ident)?;
         self.create_missing_namespaces(ctx, record, &ident.namespace)
             .await?;
 
-        let timestamp = notification.timestamp_ms;
         self.admit(ctx, record, ident, timestamp, Order::Newer, |current| {
             let mut drafts = Vec::new();
             let expected = match current {
@@ -230,13 +249,7 @@ impl Catalog {
         let attempts = self.settings.max_commit_attempts.max(1);
         for attempt in 1..=attempts {
             let stamp = self.store.notification_stamp(record.id, ident).await?;
-            let refused = match order {
-                Order::Newer => stamp.filter(|s| timestamp_ms <= *s),
-                Order::NotOlder => stamp.filter(|s| timestamp_ms < *s),
-            };
-            if let Some(admitted) = refused {
-                return Err(out_of_order(ident, admitted));
-            }
+            order.admits(stamp, timestamp_ms, ident)?;
             let (mutation, drafts) = change(self.store.load_object(&record.name, ident).await?)?;
             let events = self.events(ctx, Some((record.id, &record.name)), drafts);
             let mut batch = self.batch(ctx, mutation, &Outcome::NoContent, events);
@@ -253,7 +266,15 @@ impl Catalog {
             });
             match self.apply(batch, None).await {
                 Ok(_) => return Ok(()),
-                Err(StoreError::Conflict) if attempt < attempts => continue,
+                // The table changed since it was read, without the stamp moving: a REST
+                // drop or create on another node, or a DROP as old as the stamp. Read
+                // both again, as for a lost swap (the answer in that order would have
+                // been this notification's, not a 404 or 409).
+                Err(
+                    StoreError::Conflict
+                    | StoreError::ObjectMissing { .. }
+                    | StoreError::ObjectExists { .. },
+                ) if attempt < attempts => continue,
                 // Not a 409: a sender takes that for "out of order" and gives up.
                 Err(StoreError::Conflict) => {
                     return Err(CatalogError::Unavailable(format!(

@@ -75,6 +75,30 @@ async fn pointer(s: &Server, namespace: &[&str], table: &str) -> Option<String> 
     }
 }
 
+/// A notification refused as out of order changes nothing: not even the namespaces it
+/// would have made for its table.
+#[tokio::test]
+async fn an_out_of_order_create_makes_no_namespaces() {
+    let s = Server::start().await;
+    let base = mirror(&s).await;
+    let v1 = source_file(&s, &format!("{base}/late/t"), 1, json!({})).await;
+    let url = notifications_url("mirror", &["late"], "t");
+    // The DROP of a table never seen goes through, and orders what follows.
+    s.post(&url, &notification("DROP", 2_000, &v1))
+        .await
+        .ok(204);
+    s.get(&format!("{MIRROR}/namespaces/late"))
+        .await
+        .error(404, "NoSuchNamespaceException");
+    s.post(&url, &notification("CREATE", 1_000, &v1))
+        .await
+        .error(409, "AlreadyExistsException");
+    s.get(&format!("{MIRROR}/namespaces/late"))
+        .await
+        .error(404, "NoSuchNamespaceException");
+    assert_eq!(pointer(&s, &["late"], "t").await, None);
+}
+
 #[tokio::test]
 async fn notifications_mirror_a_tables_changes_in_order() {
     let s = Server::start().await;
