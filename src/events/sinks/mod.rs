@@ -68,9 +68,7 @@ impl SinkUrl {
             other => bail!("--events-sink: unknown sink '{other}' (nats, kafka, http or https)"),
         })
     }
-}
 
-impl SinkUrl {
     /// The relay's name in the store (its lease and confirmed position) and in the log.
     /// Nodes share a relay exactly when they publish to the same place, so the name
     /// tells every place apart: broker and stream or topic; a webhook's scheme, host,

@@ -47,6 +47,35 @@ impl WebhookSink {
             secret,
         })
     }
+
+    /// One POST of events; `Ok` on a 2xx.
+    async fn deliver(&self, events: Vec<(&str, String)>) -> anyhow::Result<()> {
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
+            return Ok(());
+        };
+        let id = format!("{}_{}", first.0, last.0);
+        let events: Vec<String> = events.into_iter().map(|(_, text)| text).collect();
+        let body = format!("[{}]", events.join(","));
+        let timestamp = chrono::Utc::now().timestamp();
+        let response = self
+            .client
+            .post(self.url.clone())
+            .header("content-type", "application/cloudevents-batch+json")
+            .header("webhook-id", &id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header(
+                "webhook-signature",
+                signature(&self.secret, &id, timestamp, &body),
+            )
+            .body(body)
+            .send()
+            .await
+            .context("delivering events to the webhook")?;
+        if !response.status().is_success() {
+            anyhow::bail!("the webhook answered {}", response.status());
+        }
+        Ok(())
+    }
 }
 
 /// The Standard Webhooks signature of one delivery.
@@ -96,37 +125,6 @@ fn deliveries(events: &[StoredEvent]) -> Vec<Vec<(&str, String)>> {
         }
     }
     out
-}
-
-impl WebhookSink {
-    /// One POST of events; `Ok` on a 2xx.
-    async fn deliver(&self, events: Vec<(&str, String)>) -> anyhow::Result<()> {
-        let (Some(first), Some(last)) = (events.first(), events.last()) else {
-            return Ok(());
-        };
-        let id = format!("{}_{}", first.0, last.0);
-        let events: Vec<String> = events.into_iter().map(|(_, text)| text).collect();
-        let body = format!("[{}]", events.join(","));
-        let timestamp = chrono::Utc::now().timestamp();
-        let response = self
-            .client
-            .post(self.url.clone())
-            .header("content-type", "application/cloudevents-batch+json")
-            .header("webhook-id", &id)
-            .header("webhook-timestamp", timestamp.to_string())
-            .header(
-                "webhook-signature",
-                signature(&self.secret, &id, timestamp, &body),
-            )
-            .body(body)
-            .send()
-            .await
-            .context("delivering events to the webhook")?;
-        if !response.status().is_success() {
-            anyhow::bail!("the webhook answered {}", response.status());
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
