@@ -620,9 +620,10 @@ impl Catalog {
                 _ => HashMap::new(),
             };
             if attach && state.attachments.len() >= MAX_ATTACHMENTS {
-                return Err(CatalogError::bad_request(format!(
-                    "A catalog holds at most {MAX_ATTACHMENTS} policy attachments"
-                )));
+                // Full: which tables still stand decides what may be forgotten (read
+                // only now, as it takes a load per table named).
+                let all_live = self.live_tables(catalog, state.attachments.iter()).await?;
+                state.make_room(MAX_ATTACHMENTS, counting(&all_live))?;
             }
             match &parameters {
                 Some(parameters) => state.attach(

@@ -248,6 +248,25 @@ impl PolicyState {
         Ok(())
     }
 
+    /// Room for one more attachment under `limit`: when the document is full, those
+    /// that no longer count (`counts` false: their table was dropped or made again) are
+    /// forgotten first, so attachments to gone tables cannot fill a catalog for good.
+    pub fn make_room(
+        &mut self,
+        limit: usize,
+        counts: impl Fn(&Attachment) -> bool,
+    ) -> CatalogResult<()> {
+        if self.attachments.len() >= limit {
+            self.attachments.retain(|a| counts(a));
+        }
+        if self.attachments.len() >= limit {
+            return Err(CatalogError::bad_request(format!(
+                "A catalog holds at most {limit} policy attachments"
+            )));
+        }
+        Ok(())
+    }
+
     /// Attaches a policy to a target (replacing the parameters of the same attachment).
     /// `counts` as for [`Self::drop_policy`]: an attachment to a table that is gone does
     /// not block another policy of its type, and is replaced.
@@ -431,6 +450,28 @@ mod tests {
 
     fn attach(s: &mut PolicyState, name: &str, target: Target) -> CatalogResult<()> {
         s.attach(&ns(&["ns1"]), name, target, BTreeMap::new(), "c", all)
+    }
+
+    #[test]
+    fn a_full_document_makes_room_by_forgetting_attachments_to_gone_tables() {
+        let mut s = state();
+        attach(&mut s, "p1", on_table(&["ns1"], "t1", "u1")).unwrap();
+        attach(&mut s, "p3", on_table(&["ns1"], "t2", "u2")).unwrap();
+        attach(&mut s, "p2", on_ns(&["ns1"])).unwrap();
+        let before = s.attachments.clone();
+        // Below the limit nothing is forgotten, even what no longer counts.
+        s.make_room(4, |_| false).unwrap();
+        assert_eq!(s.attachments, before);
+        // Full, and everything counts: refused, nothing changed.
+        let err = s.make_room(3, all).unwrap_err();
+        assert!(err.to_string().contains("at most 3"), "{err}");
+        assert_eq!(s.attachments, before);
+        // Full, and t1 is gone: its attachment goes, the rest stay.
+        let t1_gone =
+            |a: &Attachment| !matches!(&a.target, Target::Table { name, .. } if name == "t1");
+        s.make_room(3, t1_gone).unwrap();
+        assert_eq!(s.attachments.len(), 2);
+        assert!(s.attachments.iter().all(t1_gone));
     }
 
     fn names(found: &[Applicable]) -> Vec<(String, bool)> {
