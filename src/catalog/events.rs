@@ -7,7 +7,7 @@ use super::error::{CatalogError, CatalogResult, Missing};
 use super::{Catalog, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::query::{
-    data_of, encode_token, rest_event, EventQuery, QueryError, QueryEventsRequest, MAX_SCANNED,
+    encode_token, EventQuery, Page, QueryError, QueryEventsRequest, MAX_PAGE_BYTES,
 };
 use crate::model::{CatalogRecord, Ident, Namespace};
 use crate::store::EventRead;
@@ -37,12 +37,10 @@ impl Catalog {
         for name in request.catalog_objects_by_name.iter().flatten() {
             self.require_object_named(&record, name).await?;
         }
-        let mut after = query.after;
-        let mut events = Vec::new();
-        let mut scanned = 0;
-        'pages: while scanned < MAX_SCANNED {
+        let mut page = Page::new(query.after, MAX_PAGE_BYTES);
+        'pages: loop {
             let read = EventRead {
-                after,
+                after: page.after,
                 catalog: Some(record.id),
                 limit: query.page_size.max(100),
             };
@@ -50,21 +48,15 @@ impl Catalog {
             if batch.is_empty() {
                 break;
             }
-            for event in batch {
-                after = event.position;
-                scanned += 1;
-                let data = data_of(&event);
-                if query.filter.matches(&event, &data) {
-                    events.push(rest_event(&event, data));
-                    if events.len() == query.page_size {
-                        break 'pages;
-                    }
+            for event in &batch {
+                if !page.offer(event, &query) {
+                    break 'pages;
                 }
             }
         }
         Ok(json!({
-            "continuation-token": encode_token(record.id, after),
-            "events": events,
+            "continuation-token": encode_token(record.id, page.after),
+            "events": page.events,
         }))
     }
 

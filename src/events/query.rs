@@ -27,6 +27,10 @@ pub const MAX_PAGE_SIZE: usize = 1000;
 /// The most outbox rows one request looks at while filtering: a selective filter over a
 /// long history answers with fewer events (maybe none) and a token to go on from.
 pub const MAX_SCANNED: usize = 10_000;
+/// The most bytes of stored events one page holds (a page always holds at least one
+/// event, whatever its size): a thousand events of a few MiB each (a commit's updates)
+/// would otherwise make one answer of gigabytes.
+pub const MAX_PAGE_BYTES: usize = 8 << 20;
 
 /// The request body, as the proposal defines it.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -293,13 +297,58 @@ fn paths_of(data: &Map<String, Value>) -> Vec<Vec<String>> {
     paths
 }
 
+/// A page being filled from the outbox in position order, bounded by its query's
+/// page size, [`MAX_SCANNED`] rows looked at, and `max_bytes` of stored events.
+#[derive(Debug)]
+pub struct Page {
+    pub events: Vec<Value>,
+    /// The last position looked at: where the next page starts.
+    pub after: i64,
+    scanned: usize,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl Page {
+    pub fn new(after: i64, max_bytes: usize) -> Self {
+        Page {
+            events: Vec::new(),
+            after,
+            scanned: 0,
+            bytes: 0,
+            max_bytes,
+        }
+    }
+
+    /// Looks at the next stored event, taking it if the filter matches. `false`: the page
+    /// is full, and the event was not looked at if it did not fit (so the next page
+    /// starts with it).
+    pub fn offer(&mut self, event: &StoredEvent, query: &EventQuery) -> bool {
+        if self.scanned >= MAX_SCANNED || self.events.len() >= query.page_size {
+            return false;
+        }
+        let data = data_of(event);
+        if query.filter.matches(event, &data) {
+            let bytes = self.bytes + event.body.len();
+            if !self.events.is_empty() && bytes > self.max_bytes {
+                return false;
+            }
+            self.bytes = bytes;
+            self.events.push(rest_event(event, data));
+        }
+        self.after = event.position;
+        self.scanned += 1;
+        self.scanned < MAX_SCANNED && self.events.len() < query.page_size
+    }
+}
+
 /// Fields of `data` that describe the request, not the operation.
 const REQUEST_FIELDS: [&str; 4] = ["catalog", "principal", "request-id", "request-event-count"];
 
 /// A stored event as the proposal's `Event`: `event-id`, `request-id`,
 /// `request-event-count`, `timestamp-ms`, `actor` and the `operation`, plus Floe's
 /// `position` and `entity-sequence`.
-pub fn rest_event(event: &StoredEvent, mut data: Map<String, Value>) -> Value {
+fn rest_event(event: &StoredEvent, mut data: Map<String, Value>) -> Value {
     let request_id = data.remove("request-id").unwrap_or(Value::Null);
     let count = data.remove("request-event-count").unwrap_or(Value::from(1));
     let principal = data.remove("principal");
@@ -321,7 +370,7 @@ pub fn rest_event(event: &StoredEvent, mut data: Map<String, Value>) -> Value {
 }
 
 /// The `data` of a stored CloudEvent.
-pub fn data_of(event: &StoredEvent) -> Map<String, Value> {
+fn data_of(event: &StoredEvent) -> Map<String, Value> {
     match serde_json::from_str::<Value>(&event.body) {
         Ok(Value::Object(mut body)) => match body.remove("data") {
             Some(Value::Object(data)) => data,
@@ -365,6 +414,42 @@ mod tests {
     fn table(ns: &[&str], name: &str) -> Ident {
         let ns = Namespace::new(ns.iter().map(|s| s.to_string()).collect()).unwrap();
         Ident::new(ns, name.into()).unwrap()
+    }
+
+    #[test]
+    fn a_page_is_bounded_by_its_size_and_bytes_and_resumes_at_what_did_not_fit() {
+        let t = table(&["db"], "t");
+        let uuid = "0195f0c5-7d2c-7c6e-9a4c-1f2e3d4c5b6a";
+        let events: Vec<StoredEvent> = (1..=5)
+            .map(|p| stored(Draft::object(Operation::UpdateTable, &t, uuid), p))
+            .collect();
+        let one = events[0].body.len();
+        let query = |body| EventQuery::parse(&request(body), CAT, (1, 5)).unwrap();
+        let fill = |page: &mut Page, q: &EventQuery| {
+            for e in &events {
+                if !page.offer(e, q) {
+                    break;
+                }
+            }
+        };
+        // Two events' bytes: the third does not fit, and the next page starts with it.
+        let all = query(serde_json::json!({}));
+        let mut page = Page::new(0, 2 * one + one / 2);
+        fill(&mut page, &all);
+        assert_eq!((page.events.len(), page.after), (2, 2));
+        // One event larger than the bound still makes a page of its own.
+        let mut page = Page::new(0, 1);
+        fill(&mut page, &all);
+        assert_eq!((page.events.len(), page.after), (1, 1));
+        // The page size stops it at the event that filled it.
+        let mut page = Page::new(0, usize::MAX);
+        fill(&mut page, &query(serde_json::json!({"page-size": 3})));
+        assert_eq!((page.events.len(), page.after), (3, 3));
+        // Events the filter skips cost no bytes, and are passed over.
+        let creates = query(serde_json::json!({"operation-types": ["create-table"]}));
+        let mut page = Page::new(0, 1);
+        fill(&mut page, &creates);
+        assert_eq!((page.events.len(), page.after), (0, 5));
     }
 
     #[test]
