@@ -546,7 +546,10 @@ impl Catalog {
                     Ok(locked) => Some(locked),
                     // Locking lost to a deadlock (the database chose this one): retry.
                     Err(StoreError::Conflict) if attempt < attempts => continue,
-                    Err(e) => return Err(e.into()),
+                    Err(e) => {
+                        crate::metrics::record_commit("failed");
+                        return Err(e.into());
+                    }
                 }
             };
             let prepared = loop {
@@ -560,7 +563,11 @@ impl Catalog {
                             on_tips |= tip.is_some();
                             current.push(match tip {
                                 Some(tip) => Some(tip),
-                                None => self.store.load_object(&catalog.name, ident).await?,
+                                None => self
+                                    .store
+                                    .load_object(&catalog.name, ident)
+                                    .await
+                                    .inspect_err(|_| crate::metrics::record_commit("failed"))?,
                             });
                         }
                         current
@@ -581,7 +588,11 @@ impl Catalog {
                 return Ok(writes);
             }
             let journal_files = match files {
-                MetadataFiles::New => self.write_metadata_files(catalog, &writes).await?,
+                // A file that cannot be written (a storage outage) fails the commit.
+                MetadataFiles::New => self
+                    .write_metadata_files(catalog, &writes)
+                    .await
+                    .inspect_err(|_| crate::metrics::record_commit("failed"))?,
                 _ => false,
             };
             // The writes go to the store with the batch, and come back once committed

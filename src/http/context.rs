@@ -20,11 +20,20 @@ pub struct RequestId(pub String);
 /// Longest client request id kept; longer ones are replaced.
 const MAX_REQUEST_ID_BYTES: usize = 128;
 
+/// Whether a client's request id is kept: letters, digits and `._:-` only, so that it
+/// reads as one field of a text log line (a space would let it add fields such as a
+/// second `status=`).
+fn usable(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_REQUEST_ID_BYTES
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+}
+
 impl RequestId {
     pub fn from_header(value: Option<&axum::http::HeaderValue>) -> Self {
-        let usable = value
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty() && v.len() <= MAX_REQUEST_ID_BYTES);
+        let usable = value.and_then(|v| v.to_str().ok()).filter(|v| usable(v));
         RequestId(match usable {
             Some(id) => id.to_string(),
             // A v7 id (time-ordered to the millisecond) without `now_v7`'s clock
@@ -74,5 +83,27 @@ impl<S: Send + Sync> FromRequestParts<S> for Ctx {
             idempotency: parts.extensions.get::<IdempotencyKey>().cloned(),
             access: parts.extensions.get::<Arc<Access>>().cloned(),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_request_ids_are_kept() {
+        let id = |v: &str| RequestId::from_header(Some(&v.parse().unwrap())).0;
+        for kept in [
+            "abc-123",
+            "0195f0c5-7d2c-7c6e-9a4c-1f2e3d4c5b6a",
+            "job:7.run_2",
+        ] {
+            assert_eq!(id(kept), kept);
+        }
+        for replaced in ["a status=200 path=/x", "a\"b", "x".repeat(129).as_str()] {
+            let got = id(replaced);
+            assert_ne!(got, replaced);
+            assert!(uuid::Uuid::parse_str(&got).is_ok(), "{got}");
+        }
     }
 }

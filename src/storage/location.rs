@@ -79,11 +79,22 @@ pub fn scheme_of(location: &str) -> StorageResult<Scheme> {
     }
 }
 
-/// Checks the segments of a path: no empty, `.` or `..` segments, no control characters.
+/// Characters an IAM policy reads as wildcards (`*`, `?`) or variables (`${…}`): a
+/// vended credential's session policy names the table's key, so a location holding one
+/// would be scoped to other tables' keys too.
+const POLICY_CHARACTERS: [char; 3] = ['*', '?', '$'];
+
+/// Checks the segments of a path: no empty, `.` or `..` segments, no control characters,
+/// none of [`POLICY_CHARACTERS`].
 fn check_key(location: &str, key: &str) -> StorageResult<()> {
     if key.chars().any(char::is_control) {
         return invalid(format!(
             "Location {location:?} must not contain control characters"
+        ));
+    }
+    if key.contains(POLICY_CHARACTERS) {
+        return invalid(format!(
+            "Location {location} must not contain '*', '?' or '$' (access policies read them as wildcards)"
         ));
     }
     for segment in key.split('/') {
@@ -211,6 +222,15 @@ mod tests {
         assert!(canonical_location("hdfs://nn/x").is_err());
         assert!(canonical_location("relative/path").is_err());
         assert!(canonical_location("abfss://noaccount/x").is_err());
+        // Wildcards and variables of the session policy a vended credential carries.
+        for location in [
+            "s3://lake/wh/*",
+            "s3://lake/wh/t?",
+            "s3://lake/wh/${aws:username}",
+        ] {
+            let err = canonical_location(location).unwrap_err().to_string();
+            assert!(err.contains("wildcards"), "{location}: {err}");
+        }
     }
 
     #[test]

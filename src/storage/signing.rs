@@ -10,6 +10,12 @@
 //!   table's locations; a bucket-level request is only a listing whose `prefix` lies
 //!   there, or a DeleteObjects whose every key does (its XML body is parsed);
 //! - the method decides the access level: GET/HEAD/OPTIONS read, the others write;
+//! - the request is the plain operation its URI says: a `Host` header must name the
+//!   URI's host (SigV4 signs a given one instead of the URI's), headers that reach
+//!   beyond the key (a copy's source, grants, public ACLs, object locks) are refused,
+//!   query parameters are those of object reads, writes, multipart uploads and tags, or
+//!   of a listing, none given twice; and the raw path has no `.`/`..` segments (the
+//!   check reads the URI as parsed, which resolves them, but the raw one is signed);
 //! - a request whose body was checked (DeleteObjects) is signed over that body's SHA-256,
 //!   so the signature is worthless for any other body; and only for stores that check
 //!   a body against that hash (AWS S3, or `verifiesContentSha256`): SeaweedFS, for one,
@@ -108,12 +114,17 @@ fn bucket_and_key(s3: &S3Storage, uri: &url::Url) -> Result<(String, String), Re
             let Some(rest) = host.strip_suffix(".amazonaws.com") else {
                 return Err(Refusal::Forbidden(format!("{uri} is not an AWS S3 URI")));
             };
-            if rest.starts_with("s3.") || rest.starts_with("s3-") || rest == "s3" {
-                Ok(path_style(path))
-            } else if let Some(i) = rest.find(".s3") {
-                Ok((rest[..i].to_string(), path))
-            } else {
-                Err(Refusal::Forbidden(format!("{uri} is not an AWS S3 URI")))
+            // The last label that is `s3` or `s3-…` (`s3-us-west-2`, `s3-accelerate`)
+            // is the service; the labels before it, if any, the bucket (whose name may
+            // itself hold dots, or start with `s3-`).
+            let labels: Vec<&str> = rest.split('.').collect();
+            match labels
+                .iter()
+                .rposition(|l| *l == "s3" || l.starts_with("s3-"))
+            {
+                Some(0) => Ok(path_style(path)),
+                Some(i) => Ok((labels[..i].join("."), path)),
+                None => Err(Refusal::Forbidden(format!("{uri} is not an AWS S3 URI"))),
             }
         }
     }
@@ -136,6 +147,145 @@ fn prefix_within(bucket: &str, prefix: &str, locations: &[ObjectLocation]) -> bo
         || locations
             .iter()
             .any(|l| l.bucket == bucket && !trimmed.is_empty() && trimmed == l.key)
+}
+
+/// Query parameters a request may carry: these names, and names starting with one of
+/// the prefixes.
+struct Allowed {
+    names: &'static [&'static str],
+    prefixes: &'static [&'static str],
+}
+
+impl Allowed {
+    fn allows(&self, name: &str) -> bool {
+        self.names.contains(&name) || self.prefixes.iter().any(|p| name.starts_with(p))
+    }
+}
+
+/// On an object: reads (of a version or part, with the response's headers overridden),
+/// writes, multipart uploads, and its tags (Iceberg's `s3.delete.tags` tag objects
+/// rather than delete them). Not its ACL, retention, legal hold or restore.
+const OBJECT_QUERY: Allowed = Allowed {
+    names: &[
+        "uploads",
+        "uploadId",
+        "partNumber",
+        "versionId",
+        "tagging",
+        "attributes",
+        "x-id",
+    ],
+    prefixes: &["response-"],
+};
+
+/// On a bucket, a listing of objects, versions or uploads (its `prefix` checked): not
+/// the bucket's policy, ACL or other settings.
+const LIST_QUERY: Allowed = Allowed {
+    names: &[
+        "list-type",
+        "prefix",
+        "delimiter",
+        "continuation-token",
+        "start-after",
+        "max-keys",
+        "encoding-type",
+        "fetch-owner",
+        "marker",
+        "versions",
+        "key-marker",
+        "version-id-marker",
+        "uploads",
+        "upload-id-marker",
+        "max-uploads",
+        "x-id",
+    ],
+    prefixes: &[],
+};
+
+/// On a bucket, a batch delete (its body's keys checked).
+const DELETE_QUERY: Allowed = Allowed {
+    names: &["delete", "x-id"],
+    prefixes: &[],
+};
+
+/// The URI's query, each parameter at most once: a store may read the first of two
+/// `prefix`es where the check read the last.
+fn query_of(uri: &url::Url) -> Result<BTreeMap<String, String>, Refusal> {
+    let mut query = BTreeMap::new();
+    for (name, value) in uri.query_pairs() {
+        if query.insert(name.to_string(), value.into_owned()).is_some() {
+            return bad(format!("Query parameter {name:?} is given twice"));
+        }
+    }
+    Ok(query)
+}
+
+/// The raw URI's path without `.`/`..` segments (also percent-encoded): the check reads
+/// the path as `url` resolves them, but the raw URI is signed and S3 keeps such
+/// segments as part of the key, so `wh/u/../t/x` would be checked as `wh/t/x` and
+/// written under `wh/u/`.
+fn check_raw_path(raw: &str) -> Result<(), Refusal> {
+    let after_scheme = raw.split_once("://").map_or(raw, |(_, rest)| rest);
+    let path = after_scheme.find('/').map_or("", |i| &after_scheme[i..]);
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    for segment in path.split('/') {
+        let decoded = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
+        if decoded == "." || decoded == ".." {
+            return Err(Refusal::Forbidden(format!(
+                "{raw} has a '.' or '..' path segment"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Canned ACLs that grant no one outside the bucket's owner anything (Iceberg's
+/// `s3.acl` may set one on every write).
+const PRIVATE_ACLS: [&str; 3] = ["private", "bucket-owner-read", "bucket-owner-full-control"];
+
+/// Headers that would make the signed request reach beyond its key or outlive the
+/// table: a copy's source (any object the catalog's key can read), grants and object
+/// locks.
+const REFUSED_HEADER_PREFIXES: [&str; 5] = [
+    "x-amz-copy-source",
+    "x-amz-grant-",
+    "x-amz-object-lock-",
+    "x-amz-website-redirect-location",
+    "x-amz-bypass-governance-retention",
+];
+
+/// The headers the client asks to have signed: a `Host` only if it is the URI's (SigV4
+/// signs a given `Host` instead of the URI's, so another one would address another
+/// bucket), no header of [`REFUSED_HEADER_PREFIXES`], and an ACL only a private one.
+fn check_headers(uri: &url::Url, headers: &BTreeMap<String, Vec<String>>) -> Result<(), Refusal> {
+    let host = uri.host_str().unwrap_or_default();
+    for (name, values) in headers {
+        let lower = name.to_ascii_lowercase();
+        if lower == "host" {
+            let with_port = uri.port_or_known_default().map(|p| format!("{host}:{p}"));
+            let ok = values.iter().all(|v| {
+                v.eq_ignore_ascii_case(host)
+                    || with_port
+                        .as_deref()
+                        .is_some_and(|h| v.eq_ignore_ascii_case(h))
+            });
+            if !ok {
+                return Err(Refusal::Forbidden(format!(
+                    "The Host header {values:?} is not the URI's host {host}"
+                )));
+            }
+        } else if REFUSED_HEADER_PREFIXES.iter().any(|p| lower.starts_with(p)) {
+            return Err(Refusal::Forbidden(format!(
+                "Header {name} is not signed: it reaches beyond the request's own key"
+            )));
+        } else if lower == "x-amz-acl" && !values.iter().all(|v| PRIVATE_ACLS.contains(&v.as_str()))
+        {
+            return Err(Refusal::Forbidden(format!(
+                "ACL {values:?} is not signed: only {PRIVATE_ACLS:?}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a sign request against the table; returns the access level it needs.
@@ -166,6 +316,9 @@ pub fn authorize(
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host_str().is_some() => u,
         _ => return bad(format!("{:?} is not an http(s) URI", request.uri)),
     };
+    check_raw_path(&request.uri)?;
+    check_headers(&uri, &request.headers)?;
+    let query = query_of(&uri)?;
     let (bucket, key) = bucket_and_key(s3, &uri)?;
     let outside = |what: &str| {
         Err(Refusal::Forbidden(format!(
@@ -173,6 +326,11 @@ pub fn authorize(
         )))
     };
     if !key.is_empty() {
+        if let Some(name) = query.keys().find(|k| !OBJECT_QUERY.allows(k)) {
+            return Err(Refusal::Forbidden(format!(
+                "Query parameter {name:?} is not signed: only object reads, writes, multipart uploads and tags are"
+            )));
+        }
         return if within(&bucket, &key, locations) {
             Ok(level)
         } else {
@@ -181,7 +339,15 @@ pub fn authorize(
     }
     // A bucket-level request: a listing of the table's prefix, or a batch delete of
     // the table's keys.
-    let query: BTreeMap<String, String> = uri.query_pairs().into_owned().collect();
+    let allowed = match request.method.as_str() {
+        "POST" => &DELETE_QUERY,
+        _ => &LIST_QUERY,
+    };
+    if let Some(name) = query.keys().find(|k| !allowed.allows(k)) {
+        return Err(Refusal::Forbidden(format!(
+            "Query parameter {name:?} is not signed on a bucket: only a listing's or a batch delete's are"
+        )));
+    }
     match request.method.as_str() {
         "GET" => match query.get("prefix") {
             Some(prefix) if prefix_within(&bucket, prefix, locations) => Ok(level),
@@ -378,6 +544,112 @@ mod tests {
                 matches!(authorize(&s3(), &t, &r), Err(Refusal::BadRequest(_))),
                 "{r:?}"
             );
+        }
+    }
+
+    #[test]
+    fn requests_beyond_their_key_are_refused() {
+        let t = [parse_object("s3://lake/wh/t").unwrap()];
+        let with = |method: &str, uri: &str, headers: &[(&str, &str)]| {
+            let mut r = request(method, uri);
+            for (k, v) in headers {
+                r.headers.insert(k.to_string(), vec![v.to_string()]);
+            }
+            authorize(&s3(), &t, &r)
+        };
+        let object = "http://127.0.0.1:8333/lake/wh/t/x";
+        for (method, uri, headers) in [
+            // Another bucket by a Host header the signature would cover.
+            ("GET", object, vec![("Host", "prod.127.0.0.1:8333")]),
+            ("GET", object, vec![("host", "127.0.0.1:9999")]),
+            // A copy of any object the catalog can read, grants, public ACLs, locks.
+            (
+                "PUT",
+                object,
+                vec![("x-amz-copy-source", "/prod/secret.parquet")],
+            ),
+            (
+                "PUT",
+                object,
+                vec![(
+                    "X-Amz-Grant-Read",
+                    "uri=\"http://acs.amazonaws.com/groups/global/AllUsers\"",
+                )],
+            ),
+            ("PUT", object, vec![("x-amz-acl", "public-read")]),
+            (
+                "PUT",
+                object,
+                vec![("x-amz-object-lock-mode", "COMPLIANCE")],
+            ),
+            // The object's or bucket's settings through the query.
+            ("PUT", "http://127.0.0.1:8333/lake/wh/t/x?retention", vec![]),
+            ("PUT", "http://127.0.0.1:8333/lake/wh/t/x?acl", vec![]),
+            (
+                "GET",
+                "http://127.0.0.1:8333/lake?policy&prefix=wh/t/",
+                vec![],
+            ),
+            ("GET", "http://127.0.0.1:8333/lake?acl&prefix=wh/t/", vec![]),
+            // Checked as wh/t/x, written under wh/u/.
+            ("PUT", "http://127.0.0.1:8333/lake/wh/u/../t/x", vec![]),
+            ("PUT", "http://127.0.0.1:8333/lake/wh/u/%2e%2e/t/x", vec![]),
+        ] {
+            let r = with(method, uri, &headers);
+            assert!(
+                matches!(r, Err(Refusal::Forbidden(_))),
+                "{method} {uri} {headers:?}: {r:?}"
+            );
+        }
+        // A store may read the first prefix where the check would read the last.
+        assert!(matches!(
+            with("GET", "http://127.0.0.1:8333/lake?prefix=&prefix=wh/t/", &[]),
+            Err(Refusal::BadRequest(m)) if m.contains("twice")
+        ));
+        // What clients do send is still signed.
+        for (method, uri, headers) in [
+            ("GET", object, vec![("Host", "127.0.0.1:8333")]),
+            ("GET", object, vec![("Range", "bytes=0-99")]),
+            ("PUT", object, vec![("x-amz-acl", "bucket-owner-full-control")]),
+            ("PUT", object, vec![("x-amz-tagging", "a=b")]),
+            ("POST", "http://127.0.0.1:8333/lake/wh/t/x?uploads", vec![]),
+            ("PUT", "http://127.0.0.1:8333/lake/wh/t/x?partNumber=1&uploadId=u", vec![]),
+            ("PUT", "http://127.0.0.1:8333/lake/wh/t/x?tagging", vec![]),
+            ("GET", "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/t/&continuation-token=c&max-keys=10", vec![]),
+        ] {
+            let r = with(method, uri, &headers);
+            assert!(r.is_ok(), "{method} {uri} {headers:?}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn aws_addresses_name_their_bucket() {
+        let aws = S3Storage {
+            endpoint: None,
+            path_style_access: false,
+            ..s3()
+        };
+        let t = [parse_object("s3://lake/wh/t").unwrap()];
+        let logs = [parse_object("s3://s3-logs/lake/wh/t").unwrap()];
+        let dotted = [parse_object("s3://my.s3.data/wh/t").unwrap()];
+        for (uri, locations, ok) in [
+            ("https://lake.s3.amazonaws.com/wh/t/x", &t, true),
+            ("https://lake.s3.us-west-2.amazonaws.com/wh/t/x", &t, true),
+            ("https://lake.s3-us-west-2.amazonaws.com/wh/t/x", &t, true),
+            (
+                "https://lake.s3.dualstack.us-west-2.amazonaws.com/wh/t/x",
+                &t,
+                true,
+            ),
+            ("https://s3.us-west-2.amazonaws.com/lake/wh/t/x", &t, true),
+            ("https://s3-us-west-2.amazonaws.com/lake/wh/t/x", &t, true),
+            // Bucket s3-logs, key lake/wh/t/x: not bucket lake.
+            ("https://s3-logs.s3.amazonaws.com/lake/wh/t/x", &t, false),
+            ("https://s3-logs.s3.amazonaws.com/lake/wh/t/x", &logs, true),
+            ("https://my.s3.data.s3.amazonaws.com/wh/t/x", &dotted, true),
+        ] {
+            let r = authorize(&aws, locations, &request("GET", uri));
+            assert_eq!(r.is_ok(), ok, "{uri}: {r:?}");
         }
     }
 
