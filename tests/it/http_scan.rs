@@ -301,6 +301,231 @@ async fn plans_prune_by_partition_and_metrics_and_carry_their_deletes() {
     s.get(&other).await.error(404, "NoSuchPlanIdException");
 }
 
+/// A position delete file of one data file (`referenced_data_file`, or a deletion vector).
+fn deletes_of(path: &str, partition: &str, data_file: &str, format: DataFileFormat) -> DataFile {
+    let vector = format == DataFileFormat::Puffin;
+    DataFileBuilder::default()
+        .content(DataContentType::PositionDeletes)
+        .file_path(path.to_owned())
+        .file_format(format)
+        .partition(Struct::from_iter([Some(Literal::string(partition))]))
+        .record_count(2)
+        .file_size_in_bytes(300)
+        .referenced_data_file(Some(data_file.to_owned()))
+        .content_offset(vector.then_some(4))
+        .content_size_in_bytes(vector.then_some(40))
+        .build()
+        .unwrap()
+}
+
+/// The paths of the delete files each task of an answer references, by data file path.
+fn deletes_by_task(answer: &Value) -> Vec<(String, BTreeSet<String>)> {
+    let files = answer["delete-files"].as_array().unwrap();
+    let tasks = answer["file-scan-tasks"].as_array().unwrap();
+    (tasks.iter())
+        .map(|task| {
+            let path = task["data-file"]["file-path"].as_str().unwrap().to_owned();
+            let references = task.get("delete-file-references").map(|r| {
+                let r = r.as_array().unwrap();
+                assert!(!r.is_empty(), "references, when there, name files: {task}");
+                r.iter()
+                    .map(|i| files[i.as_u64().unwrap() as usize]["file-path"].clone())
+                    .map(|p| p.as_str().unwrap().to_owned())
+                    .collect::<BTreeSet<String>>()
+            });
+            (path, references.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// iceberg-rust matches position deletes to data files by partition and sequence number
+/// only: a position delete file or deletion vector that names its data file
+/// (`referenced_data_file`) must still reach that file alone, and where a deletion vector
+/// applies, the partition's position delete files do not (the vector holds them). A
+/// format-2 table like the others here: planning does not look at the format version,
+/// and format-2 manifests carry these fields.
+#[tokio::test]
+async fn deletes_that_name_their_data_file_reach_it_alone() {
+    let s = Server::start().await;
+    s.create_namespace(NS).await;
+    let table = partitioned_table(&s, "named").await;
+    let at = |f: &str| format!("{}/{f}", table.location());
+    let data = manifest(
+        &s,
+        &table,
+        at("metadata/m-data.avro"),
+        vec![
+            data_file(&at("data/a.parquet"), "p", (1, 10)),
+            data_file(&at("data/b.parquet"), "p", (11, 20)),
+            data_file(&at("data/c.parquet"), "p", (21, 30)),
+        ],
+        false,
+    )
+    .await;
+    let (of_a, of_p, dv_of_c) = (
+        at("data/a-deletes.parquet"),
+        at("data/p-deletes.parquet"),
+        at("data/c-dv.puffin"),
+    );
+    let deletes = manifest(
+        &s,
+        &table,
+        at("metadata/m-deletes.avro"),
+        vec![
+            deletes_of(&of_a, "p", &at("data/a.parquet"), DataFileFormat::Parquet),
+            position_deletes(&of_p, "p"),
+            deletes_of(&dv_of_c, "p", &at("data/c.parquet"), DataFileFormat::Puffin),
+        ],
+        true,
+    )
+    .await;
+    commit_snapshot(&s, "named", at("metadata/snap-1.avro"), vec![data, deletes]).await;
+
+    let set = |paths: Vec<&String>| -> BTreeSet<String> { paths.into_iter().cloned().collect() };
+    // a.parquet: its own file and the partition's; b.parquet: the partition's only;
+    // c.parquet: its deletion vector only, which replaces the partition's file.
+    let all = s.post(&plan_url("named"), &json!({})).await.ok(200).json();
+    assert_eq!(
+        deletes_by_task(&all),
+        [
+            (at("data/a.parquet"), set(vec![&of_a, &of_p])),
+            (at("data/b.parquet"), set(vec![&of_p])),
+            (at("data/c.parquet"), set(vec![&dv_of_c])),
+        ],
+        "{all}"
+    );
+    let dv = (all["delete-files"].as_array().unwrap().iter())
+        .find(|f| f["file-path"] == dv_of_c.as_str())
+        .unwrap();
+    assert_eq!(dv["file-format"], "puffin", "{dv}");
+    assert_eq!(dv["referenced-data-file"], at("data/c.parquet"), "{dv}");
+    assert_eq!(dv["content-offset"], 4, "{dv}");
+
+    // An answer without a.parquet lists neither its deletes.
+    let later = json!({ "filter": { "type": "gt", "term": "id", "value": 10 } });
+    let answer = s.post(&plan_url("named"), &later).await.ok(200).json();
+    assert_eq!(
+        deletes_by_task(&answer),
+        [
+            (at("data/b.parquet"), set(vec![&of_p])),
+            (at("data/c.parquet"), set(vec![&dv_of_c])),
+        ],
+        "{answer}"
+    );
+    assert_eq!(
+        answer["delete-files"].as_array().unwrap().len(),
+        2,
+        "{answer}"
+    );
+}
+
+/// `id` was an int, then promoted to a long. A manifest written before holds int bounds,
+/// which iceberg-rust cannot compare with a long literal: a filter on `id` must keep its
+/// files rather than prune them (the residual leaves the rows to the client), while the
+/// other columns still prune.
+#[tokio::test]
+async fn filters_on_a_promoted_column_keep_the_files_written_before() {
+    let s = Server::start().await;
+    s.create_namespace(NS).await;
+    let fields = |id_type: &str| {
+        json!([
+            { "id": 1, "name": "id", "required": true, "type": id_type },
+            { "id": 2, "name": "data", "required": false, "type": "string" }
+        ])
+    };
+    s.create_table_with(
+        NS,
+        json!({
+            "name": "promoted",
+            "schema": { "type": "struct", "schema-id": 0, "fields": fields("int") },
+            "partition-spec": { "spec-id": 0, "fields": [
+                { "name": "data", "transform": "identity", "source-id": 2, "field-id": 1000 }
+            ]},
+            "properties": { "format-version": "2" },
+        }),
+    )
+    .await
+    .ok(200);
+    let before = metadata(&s, "promoted").await;
+    let at = |f: &str| format!("{}/{f}", before.location());
+    // Written under the int schema: its bounds are ints, 1 to 10.
+    let old_file = DataFileBuilder::default()
+        .content(DataContentType::Data)
+        .file_path(at("data/old.parquet"))
+        .file_format(DataFileFormat::Parquet)
+        .partition(Struct::from_iter([Some(Literal::string("a"))]))
+        .record_count(10)
+        .file_size_in_bytes(1000)
+        .lower_bounds([(1, Datum::int(1))].into())
+        .upper_bounds([(1, Datum::int(10))].into())
+        .value_counts([(1, 10)].into())
+        .build()
+        .unwrap();
+    let old = manifest(
+        &s,
+        &before,
+        at("metadata/m-old.avro"),
+        vec![old_file],
+        false,
+    )
+    .await;
+    s.commit(
+        NS,
+        "promoted",
+        json!({ "updates": [
+            { "action": "add-schema",
+              "schema": { "type": "struct", "schema-id": 1, "fields": fields("long") } },
+            { "action": "set-current-schema", "schema-id": -1 },
+        ]}),
+    )
+    .await
+    .ok(200);
+    let after = metadata(&s, "promoted").await;
+    assert_eq!(after.current_schema_id(), 1);
+    let new = manifest(
+        &s,
+        &after,
+        at("metadata/m-new.avro"),
+        vec![data_file(&at("data/new.parquet"), "b", (100, 200))],
+        false,
+    )
+    .await;
+    // The snapshot is written with the long schema, which the filter is bound to.
+    commit_snapshot(&s, "promoted", at("metadata/snap-1.avro"), vec![old, new]).await;
+
+    let plan = |filter: Value| {
+        let s = &s;
+        async move {
+            s.post(&plan_url("promoted"), &json!({ "filter": filter }))
+                .await
+                .ok(200)
+                .json()
+        }
+    };
+    // old.parquet holds ids up to 10: compared as an int with a long, it was pruned.
+    let gt = json!({ "type": "gt", "term": "id", "value": 5 });
+    let planned = plan(gt.clone()).await;
+    assert_eq!(
+        paths(&planned),
+        [at("data/new.parquet"), at("data/old.parquet")],
+        "{planned}"
+    );
+    for task in planned["file-scan-tasks"].as_array().unwrap() {
+        assert_eq!(task["residual-filter"], gt, "{task}");
+    }
+    // Not pruned by the promoted column under a `not` either; by the others still.
+    let not = json!({ "type": "not", "child": { "type": "eq", "term": "id", "value": 7 } });
+    assert_eq!(paths(&plan(not).await).len(), 2);
+    let only_b = json!({ "type": "and", "left": gt,
+        "right": { "type": "eq", "term": "data", "value": "b" } });
+    assert_eq!(paths(&plan(only_b).await), [at("data/new.parquet")]);
+    // Its literals are still checked.
+    let bad = json!({ "filter": { "type": "gt", "term": "id", "value": "five" } });
+    s.post(&plan_url("promoted"), &bad)
+        .await
+        .error(400, "BadRequestException");
+}
+
 /// A table of (id, data, ts) partitioned by day(ts) and bucket(4, id).
 async fn day_and_bucket_table(s: &Server, name: &str) -> TableMetadata {
     s.create_table_with(
@@ -658,7 +883,15 @@ async fn bad_plans_are_4xx_and_change_nothing() {
     let empty = s.post(&url, &json!({})).await.ok(200).json();
     assert_eq!(empty["file-scan-tasks"], json!([]), "{empty}");
 
+    // One value more than a filter may hold (every planned file would carry them).
+    let too_many: Vec<i64> = (0..=floe::catalog::scan::filter::MAX_FILTER_VALUES as i64).collect();
     for (body, status, kind, says) in [
+        (
+            json!({ "filter": { "type": "in", "term": "id", "values": too_many } }),
+            400,
+            "BadRequestException",
+            "at most 10000 literal values",
+        ),
         (
             json!({ "filter": { "type": "eq", "term": "nope", "value": 1 } }),
             400,
@@ -783,15 +1016,18 @@ async fn bad_plans_are_4xx_and_change_nothing() {
     );
 }
 
-/// Commits snapshot 1 with a manifest list the test names (no manifests written).
+/// Commits snapshot 1 with a manifest list the test names (no manifests written), written
+/// with the table's current schema.
 async fn commit_snapshot_pointing_at(s: &Server, name: &str, list: &str) {
+    let schema_id = metadata(s, name).await.current_schema_id();
     s.commit(
         NS,
         name,
         json!({ "updates": [
             { "action": "add-snapshot", "snapshot": {
                 "snapshot-id": 1, "sequence-number": 1, "timestamp-ms": now_ms(),
-                "manifest-list": list, "summary": { "operation": "append" }, "schema-id": 0 } },
+                "manifest-list": list, "summary": { "operation": "append" },
+                "schema-id": schema_id } },
             { "action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": 1 },
         ]}),
     )

@@ -18,13 +18,31 @@
 //! keeps a superset of the matching files; the plan then leaves out those whose partition
 //! values rule the filter out (`residual.rs`), and the residual (the filter itself,
 //! transform terms included) leaves the rows to the client.
+//!
+//! A scan's predicate ([`scan_predicate`]) keeps every file the same way for comparisons
+//! of a column whose type was promoted (another of the table's schemas types it
+//! otherwise): older manifests hold bounds of the older type, which iceberg-rust cannot
+//! compare with the literal. And its filter has a size limit ([`MAX_FILTER_VALUES`],
+//! [`MAX_FILTER_EXPRESSIONS`]): every planned file carries a copy.
+
+use std::collections::HashSet;
 
 use iceberg::expr::{Predicate, Reference};
-use iceberg::spec::{Datum, PrimitiveType, Schema, Transform, Type};
+use iceberg::spec::{Datum, PrimitiveType, Schema, SchemaRef, Transform, Type};
 use serde_json::Value;
 
 use super::transformed::TransformTerm;
 use crate::catalog::temporal;
+
+/// Most literal values a scan's filter may hold in all (each value of an `in` or `not-in`
+/// list counts). Every task of a plan carries what is left of the filter as its residual,
+/// and iceberg-rust copies the bound filter into each file it plans, so a filter's size
+/// is paid once per file: past this, a 400.
+pub const MAX_FILTER_VALUES: usize = 10_000;
+
+/// Most expressions (`and`, `or`, `not`, and each comparison) a scan's filter may hold:
+/// past this, a 400.
+pub const MAX_FILTER_EXPRESSIONS: usize = 1_000;
 
 /// Translates a REST filter into a predicate over `schema`'s columns.
 pub fn predicate(
@@ -32,7 +50,81 @@ pub fn predicate(
     schema: &Schema,
     case_sensitive: bool,
 ) -> Result<Predicate, String> {
-    translate(filter, schema, case_sensitive, false)
+    translate(filter, schema, &HashSet::new(), case_sensitive, false)
+}
+
+/// Translates a scan's filter into the predicate its scan prunes with: [`predicate`],
+/// once the filter's size is checked ([`check_size`]), and with the comparisons of
+/// `promoted` columns ([`promoted_columns`]) keeping every file where they stand.
+///
+/// iceberg-rust reads a manifest's bounds and partition values with the schema written in
+/// that manifest, and compares them with literals of `schema`'s types: a manifest written
+/// before `id` became a long holds int bounds, a comparison of an int with a long has no
+/// answer, and the file would be pruned. The residuals keep those comparisons, for the
+/// client to apply. Null and NaN checks of the column compare no values and still prune.
+pub fn scan_predicate(
+    filter: &Value,
+    schema: &Schema,
+    promoted: &HashSet<i32>,
+    case_sensitive: bool,
+) -> Result<Predicate, String> {
+    check_size(filter)?;
+    translate(filter, schema, promoted, case_sensitive, false)
+}
+
+/// The field ids of `schema`'s columns that another of the table's `schemas` types
+/// otherwise (a type promoted since, or before: int to long, float to double, a wider
+/// decimal), whose files' bounds may be of either type.
+pub fn promoted_columns<'a>(
+    schema: &Schema,
+    schemas: impl IntoIterator<Item = &'a SchemaRef>,
+) -> HashSet<i32> {
+    let mut promoted = HashSet::new();
+    for other in schemas {
+        for (id, field) in schema.field_id_to_fields() {
+            if other
+                .field_by_id(*id)
+                .is_some_and(|was| was.field_type != field.field_type)
+            {
+                promoted.insert(*id);
+            }
+        }
+    }
+    promoted
+}
+
+/// Refuses a filter of more than [`MAX_FILTER_EXPRESSIONS`] expressions or
+/// [`MAX_FILTER_VALUES`] literal values, before anything is made of it.
+pub fn check_size(filter: &Value) -> Result<(), String> {
+    let (mut expressions, mut values) = (0usize, 0usize);
+    let mut pending = vec![filter];
+    while let Some(expression) = pending.pop() {
+        expressions += 1;
+        if expression.get("value").is_some() {
+            values += 1;
+        }
+        if let Some(Value::Array(list)) = expression.get("values") {
+            values += list.len();
+        }
+        if expressions > MAX_FILTER_EXPRESSIONS {
+            return Err(format!(
+                "A filter may hold at most {MAX_FILTER_EXPRESSIONS} expressions \
+                 (and, or, not, comparisons); this one holds more"
+            ));
+        }
+        if values > MAX_FILTER_VALUES {
+            return Err(format!(
+                "A filter may hold at most {MAX_FILTER_VALUES} literal values in all \
+                 (each value of an in list counts); this one holds at least {values}"
+            ));
+        }
+        for key in ["left", "right", "child"] {
+            if let Some(child) = expression.get(key) {
+                pending.push(child);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Java's `ExpressionParser` writes `alwaysTrue()` and `alwaysFalse()` as bare JSON
@@ -64,17 +156,20 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(
     Ok(Option::<Value>::deserialize(deserializer)?.map(spec_form))
 }
 
-/// What a comparison compares: a column, or a transform of one.
+/// What a comparison compares: a column, or a transform of one; each with the column's
+/// field id.
 enum Term {
-    Column(Reference, PrimitiveType),
+    Column(Reference, i32, PrimitiveType),
     /// With the transform's result type, which the literal must have.
-    Transformed(TransformTerm, PrimitiveType),
+    Transformed(TransformTerm, i32, PrimitiveType),
 }
 
-/// `negated`: whether an odd number of `not`s encloses `filter`.
+/// `negated`: whether an odd number of `not`s encloses `filter`. `promoted`: the columns
+/// whose comparisons keep every file (see [`scan_predicate`]).
 fn translate(
     filter: &Value,
     schema: &Schema,
+    promoted: &HashSet<i32>,
     case_sensitive: bool,
     negated: bool,
 ) -> Result<Predicate, String> {
@@ -89,16 +184,22 @@ fn translate(
         let value = object
             .get(name)
             .ok_or_else(|| format!("A {kind} expression needs {name}"))?;
-        translate(value, schema, case_sensitive, negated)
+        translate(value, schema, promoted, case_sensitive, negated)
     };
-    // A transform term's comparison: rewritten on its column, or else keeps every file
-    // once the enclosing `not`s apply.
-    let through = |term: &TransformTerm, values: &[Datum]| {
-        term.rewrite(kind, values, negated).unwrap_or(if negated {
-            Predicate::AlwaysFalse
-        } else {
-            Predicate::AlwaysTrue
-        })
+    // What keeps every file where it stands, once the enclosing `not`s apply.
+    let every_file = if negated {
+        Predicate::AlwaysFalse
+    } else {
+        Predicate::AlwaysTrue
+    };
+    // A transform term's comparison: rewritten on its column, or else (a transform that
+    // has no rewrite, a promoted column) keeps every file.
+    let through = |term: &TransformTerm, id: i32, values: &[Datum]| {
+        if promoted.contains(&id) {
+            return every_file.clone();
+        }
+        term.rewrite(kind, values, negated)
+            .unwrap_or_else(|| every_file.clone())
     };
     let term = || term(object.get("term"), schema, case_sensitive);
     match kind {
@@ -107,10 +208,11 @@ fn translate(
         "and" => Ok(child("left", negated)?.and(child("right", negated)?)),
         "or" => Ok(child("left", negated)?.or(child("right", negated)?)),
         "not" => Ok(child("child", !negated)?.negate()),
+        // No values compared: these prune promoted columns too.
         "is-null" | "not-null" | "is-nan" | "not-nan" => {
             let reference = match term()? {
-                Term::Column(reference, _) => reference,
-                Term::Transformed(term, _) => return Ok(through(&term, &[])),
+                Term::Column(reference, _, _) => reference,
+                Term::Transformed(term, id, _) => return Ok(through(&term, id, &[])),
             };
             Ok(match kind {
                 "is-null" => reference.is_null(),
@@ -123,24 +225,23 @@ fn translate(
             let value = object
                 .get("value")
                 .ok_or_else(|| format!("A {kind} expression needs a value"))?;
-            let (reference, ty) = match term()? {
-                Term::Column(reference, ty) => (reference, ty),
-                Term::Transformed(term, ty) => {
+            let (reference, id, ty) = match term()? {
+                Term::Column(reference, id, ty) => (reference, id, ty),
+                Term::Transformed(term, id, ty) => {
                     let value = datum(value, &ty).map_err(|e| format!("{e} (transform term)"))?;
-                    return Ok(through(&term, &[value]));
+                    return Ok(through(&term, id, &[value]));
                 }
             };
             let datum =
                 datum(value, &ty).map_err(|e| format!("{e} (column {})", reference.name()))?;
             // iceberg-rust projects a prefix onto a `truncate` partition by comparing its
             // length in bytes with the width, which counts characters: with a non-ASCII
-            // prefix it would prune matching files. Such a prefix prunes nothing.
-            if matches!(kind, "starts-with" | "not-starts-with") && !is_ascii_text(&datum) {
-                return Ok(if negated {
-                    Predicate::AlwaysFalse
-                } else {
-                    Predicate::AlwaysTrue
-                });
+            // prefix it would prune matching files. Such a prefix prunes nothing, nor
+            // does a comparison of a promoted column (checked, then left to residuals).
+            let non_ascii_prefix =
+                matches!(kind, "starts-with" | "not-starts-with") && !is_ascii_text(&datum);
+            if non_ascii_prefix || promoted.contains(&id) {
+                return Ok(every_file.clone());
             }
             Ok(match kind {
                 "lt" => reference.less_than(datum),
@@ -158,15 +259,15 @@ fn translate(
                 Some(Value::Array(values)) => values,
                 _ => return Err(format!("An {kind} expression needs a values array")),
             };
-            let (reference, ty) = match term()? {
-                Term::Column(reference, ty) => (reference, ty),
-                Term::Transformed(term, ty) => {
+            let (reference, id, ty) = match term()? {
+                Term::Column(reference, id, ty) => (reference, id, ty),
+                Term::Transformed(term, id, ty) => {
                     let datums = values
                         .iter()
                         .map(|v| datum(v, &ty))
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|e| format!("{e} (transform term)"))?;
-                    return Ok(through(&term, &datums));
+                    return Ok(through(&term, id, &datums));
                 }
             };
             let datums = values
@@ -174,6 +275,9 @@ fn translate(
                 .map(|v| datum(v, &ty))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("{e} (column {})", reference.name()))?;
+            if promoted.contains(&id) {
+                return Ok(every_file.clone());
+            }
             Ok(if kind == "in" {
                 reference.is_in(datums)
             } else {
@@ -195,8 +299,8 @@ pub(super) fn is_ascii_text(datum: &Datum) -> bool {
 /// What a term names: a column (a name) or a transform of one (an object).
 fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<Term, String> {
     let Some(Value::Object(o)) = term else {
-        let (reference, ty) = column(term, schema, case_sensitive)?;
-        return Ok(Term::Column(reference, ty));
+        let (reference, id, ty) = column(term, schema, case_sensitive)?;
+        return Ok(Term::Column(reference, id, ty));
     };
     if o.get("type").and_then(Value::as_str) != Some("transform") {
         return Err(format!(
@@ -213,11 +317,11 @@ fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<T
     if matches!(transform, Transform::Bucket(0) | Transform::Truncate(0)) {
         return Err(format!("Transform {transform} needs a positive width"));
     }
-    let (reference, source) = column(o.get("term"), schema, case_sensitive)?;
+    let (reference, id, source) = column(o.get("term"), schema, case_sensitive)?;
     match transform.result_type(&Type::Primitive(source.clone())) {
         // identity(c) is c.
         Ok(Type::Primitive(_)) if transform == Transform::Identity => {
-            Ok(Term::Column(reference, source))
+            Ok(Term::Column(reference, id, source))
         }
         Ok(Type::Primitive(ty)) => Ok(Term::Transformed(
             TransformTerm {
@@ -225,6 +329,7 @@ fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<T
                 column_type: source,
                 transform,
             },
+            id,
             ty,
         )),
         Ok(other) => Err(format!("Transform {transform} gives a {other}")),
@@ -236,12 +341,13 @@ fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<T
     }
 }
 
-/// The column a term names, and its type; only primitive columns can be compared.
+/// The column a term names, its field id and its type; only primitive columns can be
+/// compared.
 fn column(
     term: Option<&Value>,
     schema: &Schema,
     case_sensitive: bool,
-) -> Result<(Reference, PrimitiveType), String> {
+) -> Result<(Reference, i32, PrimitiveType), String> {
     let name = match term {
         Some(Value::String(name)) => name,
         Some(other) => return Err(format!("A filter term must be a column name, not {other}")),
@@ -256,7 +362,7 @@ fn column(
     match field.field_type.as_ref() {
         // The predicate keeps the schema's spelling, so that binding finds it whatever the
         // case sensitivity.
-        Type::Primitive(ty) => Ok((Reference::new(field.name.clone()), ty.clone())),
+        Type::Primitive(ty) => Ok((Reference::new(field.name.clone()), field.id, ty.clone())),
         other => Err(format!(
             "Column {name} is a {other}, not a primitive column"
         )),
@@ -473,6 +579,74 @@ mod tests {
         assert!(parse(prefix("ab")).unwrap().contains("STARTS WITH"));
         assert_eq!(parse(prefix("éab")).unwrap(), "TRUE");
         assert_eq!(parse(not(prefix("éab"))).unwrap(), "TRUE");
+    }
+
+    /// A promoted column's comparisons keep every file, `not`s or none, and leave the
+    /// others to prune; its literals are still checked, and null checks still prune.
+    #[test]
+    fn promoted_columns_prune_nothing() {
+        let old = Schema::builder()
+            .with_fields(vec![Arc::new(NestedField::required(
+                1,
+                "id",
+                Type::Primitive(PrimitiveType::Int),
+            ))])
+            .build()
+            .unwrap();
+        let schemas = [Arc::new(old), Arc::new(schema())];
+        let promoted = promoted_columns(&schema(), schemas.iter());
+        assert_eq!(promoted, HashSet::from([1]));
+        let scan = |filter: Value| {
+            scan_predicate(&filter, &schema(), &promoted, true).map(|p| p.to_string())
+        };
+        let not = |child: Value| json!({"type": "not", "child": child});
+        let gt = json!({"type": "gt", "term": "id", "value": 5});
+        assert_eq!(scan(gt.clone()).unwrap(), "TRUE");
+        assert_eq!(scan(not(gt.clone())).unwrap(), "TRUE");
+        let among = json!({"type": "in", "term": "id", "values": [1, 2]});
+        assert_eq!(scan(not(among)).unwrap(), "TRUE");
+        let truncated = json!({"type": "eq", "value": 10,
+            "term": {"type": "transform", "transform": "truncate[10]", "term": "id"}});
+        assert_eq!(scan(truncated).unwrap(), "TRUE");
+        let small = json!({"type": "gt", "term": "small", "value": 5});
+        let both = json!({"type": "and", "left": gt, "right": small.clone()});
+        assert_eq!(scan(both).unwrap(), parse(small).unwrap());
+        assert!(scan(json!({"type": "is-null", "term": "id"}))
+            .unwrap()
+            .contains("IS NULL"));
+        let e = scan(json!({"type": "gt", "term": "id", "value": "x"})).unwrap_err();
+        assert!(e.contains("not a valid long"), "{e}");
+        // Without promotion, as before.
+        let none = HashSet::new();
+        let p = scan_predicate(
+            &json!({"type": "gt", "term": "id", "value": 5}),
+            &schema(),
+            &none,
+            true,
+        );
+        assert!(p.unwrap().to_string().contains("id > 5"));
+    }
+
+    #[test]
+    fn filters_past_the_limits_are_refused() {
+        let values = |n: usize| json!({"type": "in", "term": "id", "values": vec![1; n]});
+        check_size(&values(MAX_FILTER_VALUES)).unwrap();
+        let e = check_size(&values(MAX_FILTER_VALUES + 1)).unwrap_err();
+        assert!(e.contains("at most 10000 literal values"), "{e}");
+        // Counted across the expression.
+        let two = json!({"type": "or", "left": values(MAX_FILTER_VALUES),
+            "right": {"type": "eq", "term": "id", "value": 1}});
+        assert!(check_size(&two).is_err());
+        let e = scan_predicate(&two, &schema(), &HashSet::new(), true).unwrap_err();
+        assert!(e.contains("literal values"), "{e}");
+        let mut deep = json!({"type": "true"});
+        for _ in 1..MAX_FILTER_EXPRESSIONS {
+            deep = json!({"type": "not", "child": deep});
+        }
+        check_size(&deep).unwrap();
+        let deeper = json!({"type": "not", "child": deep});
+        let e = check_size(&deeper).unwrap_err();
+        assert!(e.contains("at most 1000 expressions"), "{e}");
     }
 
     #[test]

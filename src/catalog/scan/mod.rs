@@ -6,7 +6,10 @@
 //!    credentials: a plan names every file of the table.
 //! 2. iceberg-rust's `TableScan` reads the snapshot's manifest list and manifests and
 //!    prunes them with the filter (partition summaries, partition values, column
-//!    metrics), matching delete files to data files by partition and sequence number.
+//!    metrics), matching delete files to data files by partition and sequence number;
+//!    a position delete file that names another data file (`referenced_data_file`, as
+//!    deletion vectors do), or one that a deletion vector replaces, is dropped from a
+//!    file's deletes here (`applicable_deletes`).
 //! 3. Its tasks name files by path only; the REST answer carries whole `DataFile`s, so
 //!    the manifests the scan read (not those it pruned) are walked once more, from memory
 //!    (`files.rs` keeps what it read), to encode each file (`encode.rs`).
@@ -52,8 +55,10 @@ use std::collections::{HashMap, HashSet};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use futures_util::TryStreamExt;
-use iceberg::scan::FileScanTask;
-use iceberg::spec::{ManifestContentType, ManifestList, Schema, StructType, TableMetadata};
+use iceberg::spec::{
+    DataContentType, DataFileFormat, ManifestContentType, ManifestList, Schema, StructType,
+    TableMetadata,
+};
 use iceberg::table::Table;
 use iceberg::Runtime;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -329,10 +334,13 @@ impl Catalog {
         let stats: HashSet<i32> = names(request.stats_fields.as_deref().unwrap_or_default())?
             .into_iter()
             .collect();
+        // Comparisons of a column some schema of the table types otherwise prune nothing:
+        // older manifests hold bounds of the older type (`filter::scan_predicate`).
+        let promoted = filter::promoted_columns(&schema, metadata.schemas_iter());
         let predicate = request
             .filter
             .as_ref()
-            .map(|f| filter::predicate(f, &schema, request.case_sensitive))
+            .map(|f| filter::scan_predicate(f, &schema, &promoted, request.case_sensitive))
             .transpose()
             .map_err(CatalogError::bad_request)?;
         let Some(snapshot) = snapshot else {
@@ -476,23 +484,24 @@ impl Catalog {
                 let scan = scan.build().map_err(|e| {
                     CatalogError::bad_request(format!("Cannot plan this scan: {}", e.message()))
                 })?;
-                let scanned: Vec<FileScanTask> = scan
-                    .plan_files()
-                    .await
-                    .map_err(failed)?
-                    .try_collect()
-                    .await
-                    .map_err(failed)?;
-                (scanned.into_iter())
+                // Each task iceberg-rust plans holds its own copy of the bound filter:
+                // they are taken one at a time, so that only those in flight hold one,
+                // not every task of the plan at once.
+                let mut scanned = scan.plan_files().await.map_err(failed)?;
+                let mut tasks = Vec::new();
+                while let Some(task) = scanned.try_next().await.map_err(failed)? {
                     // An incremental range's manifests may hold older files too (as
                     // EXISTING, after a merge), and a file the range added again once
                     // merged.
-                    .filter(|task| !incremental || found.contains_key(&task.data_file_path))
-                    .map(|task| Planned {
+                    if incremental && !found.contains_key(&task.data_file_path) {
+                        continue;
+                    }
+                    tasks.push(Planned {
                         path: task.data_file_path,
                         deletes: task.deletes.into_iter().map(|d| d.file_path).collect(),
-                    })
-                    .collect::<Vec<_>>()
+                    });
+                }
+                tasks
             }
         };
         tasks.sort_by(|a, b| a.path.cmp(&b.path));
@@ -630,8 +639,8 @@ impl Catalog {
                 Residual::Filter(narrowed) => Some(narrowed),
             };
             let mut references = Vec::with_capacity(task.deletes.len());
-            for delete in &task.deletes {
-                let index = match delete_index.get(delete.as_str()) {
+            for delete in applicable_deletes(&task.path, &task.deletes, &found) {
+                let index = match delete_index.get(delete) {
                     Some(index) => *index,
                     None => {
                         delete_files.push(encode(delete)?);
@@ -658,10 +667,53 @@ impl Catalog {
     }
 }
 
-/// A planned data file and the delete files that apply to it, by path.
+/// A planned data file and the delete files that apply to it, by path (as iceberg-rust
+/// matched them: see [`applicable_deletes`]).
 struct Planned {
     path: String,
     deletes: Vec<String>,
+}
+
+/// Of the delete files iceberg-rust matched to a data file, those that apply to it.
+/// iceberg-rust matches position deletes by partition and sequence number only, so the
+/// spec's other two rules are applied here, from the delete files' entries in `found`:
+/// - a position delete file (or deletion vector) whose `referenced_data_file` names
+///   another data file is that file's, not this one's (without it, a v3 table's deletion
+///   vectors would reach every data file of their partition);
+/// - when a deletion vector applies to the data file, its position delete files do not
+///   (the spec: a writer adding a vector merges into it the position deletes it
+///   replaces), whatever their sequence numbers.
+///
+/// Equality deletes are kept as matched. A delete file not in `found` is kept too (its
+/// encoding then fails: it is not in the snapshot's manifests).
+fn applicable_deletes<'a>(
+    data_file: &str,
+    deletes: &'a [String],
+    found: &HashMap<String, incremental::Found>,
+) -> Vec<&'a str> {
+    let file = |path: &str| found.get(path).map(|(entry, _, _)| entry.data_file());
+    let positional = |path: &str| {
+        file(path).is_some_and(|f| f.content_type() == DataContentType::PositionDeletes)
+    };
+    let vector = |path: &str| {
+        positional(path) && file(path).is_some_and(|f| f.file_format() == DataFileFormat::Puffin)
+    };
+    let elsewhere = |path: &str| {
+        positional(path)
+            && file(path)
+                .and_then(|f| f.referenced_data_file())
+                .is_some_and(|referenced| referenced != data_file)
+    };
+    let kept: Vec<&str> = (deletes.iter())
+        .map(String::as_str)
+        .filter(|path| !elsewhere(*path))
+        .collect();
+    if !kept.iter().any(|path| vector(*path)) {
+        return kept;
+    }
+    (kept.into_iter())
+        .filter(|path| vector(*path) || !positional(*path))
+        .collect()
 }
 
 /// The field id a full field name (`a.b`) names in the schema; 400 if none.
