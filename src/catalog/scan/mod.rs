@@ -706,13 +706,13 @@ fn applicable_deletes<'a>(
     };
     let kept: Vec<&str> = (deletes.iter())
         .map(String::as_str)
-        .filter(|path| !elsewhere(*path))
+        .filter(|path| !elsewhere(path))
         .collect();
-    if !kept.iter().any(|path| vector(*path)) {
+    if !kept.iter().any(|path| vector(path)) {
         return kept;
     }
     (kept.into_iter())
-        .filter(|path| vector(*path) || !positional(*path))
+        .filter(|path| vector(path) || !positional(path))
         .collect()
 }
 
