@@ -422,7 +422,10 @@ async fn deletes_that_name_their_data_file_reach_it_alone() {
 /// `id` was an int, then promoted to a long. A manifest written before holds int bounds,
 /// which iceberg-rust cannot compare with a long literal: a filter on `id` must keep its
 /// files rather than prune them (the residual leaves the rows to the client), while the
-/// other columns still prune.
+/// other columns still prune. Then the schema changes with no new snapshot: a request's
+/// names are the current schema's (`use-snapshot-schema` false, the default), so a
+/// renamed column is found under its new name and still prunes, and an added one can be
+/// selected and filtered on (pruning nothing).
 #[tokio::test]
 async fn filters_on_a_promoted_column_keep_the_files_written_before() {
     let s = Server::start().await;
@@ -524,6 +527,54 @@ async fn filters_on_a_promoted_column_keep_the_files_written_before() {
     s.post(&plan_url("promoted"), &bad)
         .await
         .error(400, "BadRequestException");
+
+    // `data` renamed to `label`, and `extra` added, without a snapshot since.
+    s.commit(
+        NS,
+        "promoted",
+        json!({ "updates": [
+            { "action": "add-schema",
+              "schema": { "type": "struct", "schema-id": 2, "fields": [
+                { "id": 1, "name": "id", "required": true, "type": "long" },
+                { "id": 2, "name": "label", "required": false, "type": "string" },
+                { "id": 3, "name": "extra", "required": false, "type": "int" }
+              ]} },
+            { "action": "set-current-schema", "schema-id": -1 },
+        ]}),
+    )
+    .await
+    .ok(200);
+    let label_b = json!({ "type": "eq", "term": "label", "value": "b" });
+    assert_eq!(
+        paths(&plan(label_b.clone()).await),
+        [at("data/new.parquet")]
+    );
+    let extra = json!({ "type": "eq", "term": "extra", "value": 1 });
+    let planned = s
+        .post(
+            &plan_url("promoted"),
+            &json!({ "filter": extra, "select": ["id", "label", "extra"],
+                     "stats-fields": ["extra"] }),
+        )
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(paths(&planned).len(), 2, "{planned}");
+    for task in planned["file-scan-tasks"].as_array().unwrap() {
+        assert_eq!(task["residual-filter"], extra, "{task}");
+    }
+    // In the snapshot's own names, `label` is unknown and `data` is the column.
+    let snapshot_names = |filter: Value| json!({ "filter": filter, "use-snapshot-schema": true });
+    s.post(&plan_url("promoted"), &snapshot_names(label_b))
+        .await
+        .error(400, "BadRequestException");
+    let data_b = json!({ "type": "eq", "term": "data", "value": "b" });
+    let planned = s
+        .post(&plan_url("promoted"), &snapshot_names(data_b))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(paths(&planned), [at("data/new.parquet")]);
 }
 
 /// A table of (id, data, ts) partitioned by day(ts) and bucket(4, id).

@@ -44,13 +44,34 @@ pub const MAX_FILTER_VALUES: usize = 10_000;
 /// past this, a 400.
 pub const MAX_FILTER_EXPRESSIONS: usize = 1_000;
 
+/// The schemas a filter meets: its names are resolved in `names`, its predicate is bound
+/// to `bound`, and the comparisons of `promoted` columns prune nothing.
+struct Columns<'a> {
+    names: &'a Schema,
+    bound: &'a Schema,
+    promoted: &'a HashSet<i32>,
+}
+
+impl Columns<'_> {
+    /// A column of `names` that `bound` does not have (added since the scanned snapshot):
+    /// its files hold no value of it to prune by.
+    fn absent(&self, id: i32) -> bool {
+        self.bound.field_by_id(id).is_none()
+    }
+}
+
 /// Translates a REST filter into a predicate over `schema`'s columns.
 pub fn predicate(
     filter: &Value,
     schema: &Schema,
     case_sensitive: bool,
 ) -> Result<Predicate, String> {
-    translate(filter, schema, &HashSet::new(), case_sensitive, false)
+    let columns = Columns {
+        names: schema,
+        bound: schema,
+        promoted: &HashSet::new(),
+    };
+    translate(filter, &columns, case_sensitive, false)
 }
 
 /// Translates a scan's filter into the predicate its scan prunes with: [`predicate`],
@@ -62,14 +83,27 @@ pub fn predicate(
 /// before `id` became a long holds int bounds, a comparison of an int with a long has no
 /// answer, and the file would be pruned. The residuals keep those comparisons, for the
 /// client to apply. Null and NaN checks of the column compare no values and still prune.
+///
+/// The filter's names are those of `names` (the table's current schema, unless the
+/// request asks for the snapshot's: `use-snapshot-schema`), and the predicate is bound to
+/// `bound` (the scanned snapshot's, as iceberg-rust's scan binds it) through the columns'
+/// field ids: a renamed column is found under its new name, and a column the snapshot
+/// does not have (added since, or dropped and added again under its old name) prunes
+/// nothing.
 pub fn scan_predicate(
     filter: &Value,
-    schema: &Schema,
+    names: &Schema,
+    bound: &Schema,
     promoted: &HashSet<i32>,
     case_sensitive: bool,
 ) -> Result<Predicate, String> {
     check_size(filter)?;
-    translate(filter, schema, promoted, case_sensitive, false)
+    let columns = Columns {
+        names,
+        bound,
+        promoted,
+    };
+    translate(filter, &columns, case_sensitive, false)
 }
 
 /// The field ids of `schema`'s columns that another of the table's `schemas` types
@@ -164,12 +198,11 @@ enum Term {
     Transformed(TransformTerm, i32, PrimitiveType),
 }
 
-/// `negated`: whether an odd number of `not`s encloses `filter`. `promoted`: the columns
-/// whose comparisons keep every file (see [`scan_predicate`]).
+/// `negated`: whether an odd number of `not`s encloses `filter`. The comparisons of
+/// promoted or absent columns keep every file (see [`scan_predicate`]).
 fn translate(
     filter: &Value,
-    schema: &Schema,
-    promoted: &HashSet<i32>,
+    columns: &Columns,
     case_sensitive: bool,
     negated: bool,
 ) -> Result<Predicate, String> {
@@ -184,8 +217,9 @@ fn translate(
         let value = object
             .get(name)
             .ok_or_else(|| format!("A {kind} expression needs {name}"))?;
-        translate(value, schema, promoted, case_sensitive, negated)
+        translate(value, columns, case_sensitive, negated)
     };
+    let prunes_nothing = |id: i32| columns.promoted.contains(&id) || columns.absent(id);
     // What keeps every file where it stands, once the enclosing `not`s apply.
     let every_file = if negated {
         Predicate::AlwaysFalse
@@ -195,22 +229,23 @@ fn translate(
     // A transform term's comparison: rewritten on its column, or else (a transform that
     // has no rewrite, a promoted column) keeps every file.
     let through = |term: &TransformTerm, id: i32, values: &[Datum]| {
-        if promoted.contains(&id) {
+        if prunes_nothing(id) {
             return every_file.clone();
         }
         term.rewrite(kind, values, negated)
             .unwrap_or_else(|| every_file.clone())
     };
-    let term = || term(object.get("term"), schema, case_sensitive);
+    let term = || term(object.get("term"), columns, case_sensitive);
     match kind {
         "true" => Ok(Predicate::AlwaysTrue),
         "false" => Ok(Predicate::AlwaysFalse),
         "and" => Ok(child("left", negated)?.and(child("right", negated)?)),
         "or" => Ok(child("left", negated)?.or(child("right", negated)?)),
         "not" => Ok(child("child", !negated)?.negate()),
-        // No values compared: these prune promoted columns too.
+        // No values compared: these prune promoted columns too (not absent ones).
         "is-null" | "not-null" | "is-nan" | "not-nan" => {
             let reference = match term()? {
+                Term::Column(_, id, _) if columns.absent(id) => return Ok(every_file.clone()),
                 Term::Column(reference, _, _) => reference,
                 Term::Transformed(term, id, _) => return Ok(through(&term, id, &[])),
             };
@@ -240,7 +275,7 @@ fn translate(
             // does a comparison of a promoted column (checked, then left to residuals).
             let non_ascii_prefix =
                 matches!(kind, "starts-with" | "not-starts-with") && !is_ascii_text(&datum);
-            if non_ascii_prefix || promoted.contains(&id) {
+            if non_ascii_prefix || prunes_nothing(id) {
                 return Ok(every_file.clone());
             }
             Ok(match kind {
@@ -275,7 +310,7 @@ fn translate(
                 .map(|v| datum(v, &ty))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("{e} (column {})", reference.name()))?;
-            if promoted.contains(&id) {
+            if prunes_nothing(id) {
                 return Ok(every_file.clone());
             }
             Ok(if kind == "in" {
@@ -297,9 +332,9 @@ pub(super) fn is_ascii_text(datum: &Datum) -> bool {
 }
 
 /// What a term names: a column (a name) or a transform of one (an object).
-fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<Term, String> {
+fn term(term: Option<&Value>, columns: &Columns, case_sensitive: bool) -> Result<Term, String> {
     let Some(Value::Object(o)) = term else {
-        let (reference, id, ty) = column(term, schema, case_sensitive)?;
+        let (reference, id, ty) = column(term, columns, case_sensitive)?;
         return Ok(Term::Column(reference, id, ty));
     };
     if o.get("type").and_then(Value::as_str) != Some("transform") {
@@ -317,7 +352,7 @@ fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<T
     if matches!(transform, Transform::Bucket(0) | Transform::Truncate(0)) {
         return Err(format!("Transform {transform} needs a positive width"));
     }
-    let (reference, id, source) = column(o.get("term"), schema, case_sensitive)?;
+    let (reference, id, source) = column(o.get("term"), columns, case_sensitive)?;
     match transform.result_type(&Type::Primitive(source.clone())) {
         // identity(c) is c.
         Ok(Type::Primitive(_)) if transform == Transform::Identity => {
@@ -341,13 +376,16 @@ fn term(term: Option<&Value>, schema: &Schema, case_sensitive: bool) -> Result<T
     }
 }
 
-/// The column a term names, its field id and its type; only primitive columns can be
-/// compared.
+/// The column a term names in `columns.names`, its field id and its type there; only
+/// primitive columns can be compared. The reference is by the column's name in
+/// `columns.bound` (its own where the bound schema does not have it: then it is never
+/// bound, its comparisons pruning nothing).
 fn column(
     term: Option<&Value>,
-    schema: &Schema,
+    columns: &Columns,
     case_sensitive: bool,
 ) -> Result<(Reference, i32, PrimitiveType), String> {
+    let schema = columns.names;
     let name = match term {
         Some(Value::String(name)) => name,
         Some(other) => return Err(format!("A filter term must be a column name, not {other}")),
@@ -360,9 +398,14 @@ fn column(
     }
     .ok_or_else(|| format!("Cannot find field '{name}' in the table's schema"))?;
     match field.field_type.as_ref() {
-        // The predicate keeps the schema's spelling, so that binding finds it whatever the
-        // case sensitivity.
-        Type::Primitive(ty) => Ok((Reference::new(field.name.clone()), field.id, ty.clone())),
+        // The predicate keeps the bound schema's spelling, so that binding finds it
+        // whatever the case sensitivity.
+        Type::Primitive(ty) => {
+            let name = (columns.bound.name_by_field_id(field.id))
+                .or_else(|| schema.name_by_field_id(field.id))
+                .unwrap_or(&field.name);
+            Ok((Reference::new(name), field.id, ty.clone()))
+        }
         other => Err(format!(
             "Column {name} is a {other}, not a primitive column"
         )),
@@ -597,7 +640,7 @@ mod tests {
         let promoted = promoted_columns(&schema(), schemas.iter());
         assert_eq!(promoted, HashSet::from([1]));
         let scan = |filter: Value| {
-            scan_predicate(&filter, &schema(), &promoted, true).map(|p| p.to_string())
+            scan_predicate(&filter, &schema(), &schema(), &promoted, true).map(|p| p.to_string())
         };
         let not = |child: Value| json!({"type": "not", "child": child});
         let gt = json!({"type": "gt", "term": "id", "value": 5});
@@ -621,10 +664,65 @@ mod tests {
         let p = scan_predicate(
             &json!({"type": "gt", "term": "id", "value": 5}),
             &schema(),
+            &schema(),
             &none,
             true,
         );
         assert!(p.unwrap().to_string().contains("id > 5"));
+    }
+
+    /// Names are the current schema's, bound by field id to the scanned snapshot's: a
+    /// renamed column is found under its new name and bound under its old one; a column
+    /// the snapshot does not have prunes nothing, null checks included; a column dropped
+    /// and added again under its old name is the new one.
+    #[test]
+    fn names_of_the_current_schema_bind_to_the_snapshots_columns() {
+        let snapshot = schema();
+        let current = Schema::builder()
+            .with_fields(vec![
+                Arc::new(NestedField::required(
+                    1,
+                    "key",
+                    Type::Primitive(PrimitiveType::Long),
+                )),
+                Arc::new(NestedField::optional(
+                    5,
+                    "small",
+                    Type::Primitive(PrimitiveType::String),
+                )),
+                Arc::new(NestedField::optional(
+                    6,
+                    "added",
+                    Type::Primitive(PrimitiveType::Int),
+                )),
+            ])
+            .build()
+            .unwrap();
+        let none = HashSet::new();
+        let scan = |filter: Value| {
+            scan_predicate(&filter, &current, &snapshot, &none, true).map(|p| p.to_string())
+        };
+        assert_eq!(
+            scan(json!({"type": "gt", "term": "key", "value": 5})).unwrap(),
+            "id > 5"
+        );
+        let not = |child: Value| json!({"type": "not", "child": child});
+        for added in [
+            json!({"type": "eq", "term": "added", "value": 1}),
+            json!({"type": "is-null", "term": "added"}),
+            json!({"type": "in", "term": "added", "values": [1, 2]}),
+        ] {
+            assert_eq!(scan(added.clone()).unwrap(), "TRUE", "{added}");
+            assert_eq!(scan(not(added.clone())).unwrap(), "TRUE", "{added}");
+        }
+        // `small` is now a string column of its own (id 5): a string literal is right,
+        // and it prunes nothing; the snapshot's int `small` is not what it names.
+        assert_eq!(
+            scan(json!({"type": "eq", "term": "small", "value": "x"})).unwrap(),
+            "TRUE"
+        );
+        let e = scan(json!({"type": "eq", "term": "id", "value": 1})).unwrap_err();
+        assert!(e.contains("Cannot find field 'id'"), "{e}");
     }
 
     #[test]
@@ -637,7 +735,7 @@ mod tests {
         let two = json!({"type": "or", "left": values(MAX_FILTER_VALUES),
             "right": {"type": "eq", "term": "id", "value": 1}});
         assert!(check_size(&two).is_err());
-        let e = scan_predicate(&two, &schema(), &HashSet::new(), true).unwrap_err();
+        let e = scan_predicate(&two, &schema(), &schema(), &HashSet::new(), true).unwrap_err();
         assert!(e.contains("literal values"), "{e}");
         let mut deep = json!({"type": "true"});
         for _ in 1..MAX_FILTER_EXPRESSIONS {

@@ -324,10 +324,19 @@ impl Catalog {
                 .map_err(|e| CatalogError::Unprocessable(e.message().to_owned()))?,
             None => metadata.current_schema().clone(),
         };
+        // The request's names (select, stats fields, filter) are the table's current
+        // schema's unless it asks for the snapshot's (`use-snapshot-schema`, false by
+        // default as in the spec): a column added or renamed since the snapshot is named
+        // as the client now sees it. Field ids carry them to the snapshot's columns.
+        let named = if request.use_snapshot_schema {
+            schema.clone()
+        } else {
+            metadata.current_schema().clone()
+        };
         let names = |fields: &[String]| -> CatalogResult<Vec<i32>> {
             fields
                 .iter()
-                .map(|name| field_id(&schema, name, request.case_sensitive))
+                .map(|name| field_id(&named, name, request.case_sensitive))
                 .collect()
         };
         names(request.select.as_deref().unwrap_or_default())?;
@@ -336,11 +345,11 @@ impl Catalog {
             .collect();
         // Comparisons of a column some schema of the table types otherwise prune nothing:
         // older manifests hold bounds of the older type (`filter::scan_predicate`).
-        let promoted = filter::promoted_columns(&schema, metadata.schemas_iter());
+        let promoted = filter::promoted_columns(&named, metadata.schemas_iter());
         let predicate = request
             .filter
             .as_ref()
-            .map(|f| filter::scan_predicate(f, &schema, &promoted, request.case_sensitive))
+            .map(|f| filter::scan_predicate(f, &named, &schema, &promoted, request.case_sensitive))
             .transpose()
             .map_err(CatalogError::bad_request)?;
         let Some(snapshot) = snapshot else {
@@ -625,7 +634,8 @@ impl Catalog {
                                 .collect()
                         })
                         .unwrap_or_default();
-                    residual::Narrower::new(filter, &schema, &fields, request.case_sensitive)
+                    // The residual is the client's filter, in its names.
+                    residual::Narrower::new(filter, &named, &fields, request.case_sensitive)
                 })
                 .residual(entry.data_file().partition())
         };
