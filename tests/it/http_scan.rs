@@ -1244,6 +1244,31 @@ async fn large_plans_come_in_pages_through_plan_tasks() {
     let mut seen: BTreeSet<String> = paths(&first).into_iter().collect();
     seen.extend(paths(&rest));
     assert_eq!(seen.len(), count, "pages neither overlap nor miss files");
+    // A rename in between does not change what the plan's names mean: its filter named
+    // the long `id`, and its pages still read it so (not the string column that has the
+    // name now, whose type the literal does not fit: a 400).
+    let at_least = json!({ "filter": { "type": "gt-eq", "term": "id", "value": 0 } });
+    let filtered = s.post(&plan_url("big"), &at_least).await.ok(200).json();
+    let filtered_task = filtered["plan-tasks"][0].as_str().unwrap().to_owned();
+    s.commit(
+        NS,
+        "big",
+        json!({ "updates": [
+            { "action": "add-schema", "schema": { "type": "struct", "schema-id": 1, "fields": [
+                { "id": 1, "name": "key", "required": true, "type": "long" },
+                { "id": 2, "name": "id", "required": false, "type": "string" }
+            ]}},
+            { "action": "set-current-schema", "schema-id": -1 },
+        ]}),
+    )
+    .await
+    .ok(200);
+    let rest = s
+        .post(&tasks_url, &json!({ "plan-task": filtered_task }))
+        .await
+        .ok(200)
+        .json();
+    assert_eq!(paths(&rest).len(), 5, "{rest}");
 
     // An incremental plan's pages are pinned by its end snapshot.
     let first = s

@@ -9,7 +9,7 @@
 //!    metrics), matching delete files to data files by partition and sequence number;
 //!    a position delete file that names another data file (`referenced_data_file`, as
 //!    deletion vectors do), or one that a deletion vector replaces, is dropped from a
-//!    file's deletes here (`applicable_deletes`).
+//!    file's deletes here (`deletes.rs`).
 //! 3. Its tasks name files by path only; the REST answer carries whole `DataFile`s, so
 //!    the manifests the scan read (not those it pruned) are walked once more, from memory
 //!    (`files.rs` keeps what it read), to encode each file (`encode.rs`).
@@ -41,6 +41,7 @@
 //! Not there yet: `min-rows-requested` is ignored (the spec allows returning more).
 
 mod avro_names;
+mod deletes;
 mod encode;
 mod files;
 pub mod filter;
@@ -55,10 +56,7 @@ use std::collections::{HashMap, HashSet};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use futures_util::TryStreamExt;
-use iceberg::spec::{
-    DataContentType, DataFileFormat, ManifestContentType, ManifestList, Schema, StructType,
-    TableMetadata,
-};
+use iceberg::spec::{ManifestContentType, ManifestList, Schema, StructType, TableMetadata};
 use iceberg::table::Table;
 use iceberg::Runtime;
 use iceberg::{NamespaceIdent, TableIdent};
@@ -124,7 +122,21 @@ struct PlanTask {
     /// out before manifests were named means).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     manifests: Option<(usize, usize)>,
+    /// The schema the request's names were resolved in when the plan was made (unless
+    /// it asked for the snapshot's): every page reads them the same way, also after a
+    /// rename since. None in tasks handed out before it was named: the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    names_schema_id: Option<i32>,
     request: ScanRequest,
+}
+
+/// What a plan task fixes of its plan's pages: its manifests (`PlanTask::manifests`),
+/// where its page starts among their tasks, and the schema of the request's names.
+#[derive(Debug, Default, Clone, Copy)]
+struct Pinned {
+    scope: Option<(usize, usize)>,
+    offset: usize,
+    names_schema_id: Option<i32>,
 }
 
 impl PlanTask {
@@ -183,7 +195,7 @@ impl Catalog {
         }
         let metadata = parse_metadata(&table)?;
         let mut page = self
-            .plan_page(catalog, ident, &metadata, request, None, 0)
+            .plan_page(catalog, ident, &metadata, request, Pinned::default())
             .await?;
         page["status"] = "completed".into();
         page["plan-id"] = format!("{SYNC_PLAN_PREFIX}{}", uuid::Uuid::new_v4()).into();
@@ -215,7 +227,8 @@ impl Catalog {
         let expired = [request.snapshot_id, request.end_snapshot_id]
             .into_iter()
             .flatten()
-            .any(|id| metadata.snapshot_by_id(id).is_none());
+            .any(|id| metadata.snapshot_by_id(id).is_none())
+            || (decoded.names_schema_id).is_some_and(|id| metadata.schema_by_id(id).is_none());
         if !pinned || decoded.table_uuid != metadata.uuid().to_string() || expired {
             return Err(no_such_task(task));
         }
@@ -228,8 +241,11 @@ impl Catalog {
             ident,
             &metadata,
             decoded.request,
-            scope,
-            decoded.offset,
+            Pinned {
+                scope,
+                offset: decoded.offset,
+                names_schema_id: decoded.names_schema_id,
+            },
         )
         .await
     }
@@ -298,17 +314,17 @@ impl Catalog {
     /// plan task that reads only its own manifests (and the delete manifests), so a plan
     /// is read about twice in all (once if it has no filter: split from the manifest
     /// list's counts), not once per page, and its tasks can be fetched in parallel.
-    /// `scope` and `offset` are a plan task's.
+    /// `pinned`: what a plan task fixes (nothing for the plan itself).
     async fn plan_page(
         &self,
         catalog: &str,
         ident: &Ident,
         metadata: &TableMetadata,
         mut request: ScanRequest,
-        scope: Option<(usize, usize)>,
-        offset: usize,
+        pinned: Pinned,
     ) -> CatalogResult<Value> {
         avro_names::install();
+        let (scope, offset) = (pinned.scope, pinned.offset);
         // An incremental scan reads its end snapshot's schema and files.
         let snapshot = match request.snapshot_id.or(request.end_snapshot_id) {
             Some(id) => Some(metadata.snapshot_by_id(id).cloned().ok_or_else(|| {
@@ -328,11 +344,15 @@ impl Catalog {
         // schema's unless it asks for the snapshot's (`use-snapshot-schema`, false by
         // default as in the spec): a column added or renamed since the snapshot is named
         // as the client now sees it. Field ids carry them to the snapshot's columns.
-        let named = if request.use_snapshot_schema {
-            schema.clone()
-        } else {
-            metadata.current_schema().clone()
+        let named = match (request.use_snapshot_schema, pinned.names_schema_id) {
+            (true, _) => schema.clone(),
+            (false, None) => metadata.current_schema().clone(),
+            // A plan task's, checked by `fetch_scan_tasks`.
+            (false, Some(id)) => metadata.schema_by_id(id).cloned().ok_or_else(|| {
+                CatalogError::InvalidArgument(format!("Cannot find schema with ID {id}"))
+            })?,
         };
+        let names_schema_id = (!request.use_snapshot_schema).then(|| named.schema_id());
         let names = |fields: &[String]| -> CatalogResult<Vec<i32>> {
             fields
                 .iter()
@@ -564,6 +584,7 @@ impl Catalog {
             table_uuid: metadata.uuid().to_string(),
             offset,
             manifests,
+            names_schema_id,
             request: request.clone(),
         };
         let page: Vec<&Planned> = if split {
@@ -649,7 +670,7 @@ impl Catalog {
                 Residual::Filter(narrowed) => Some(narrowed),
             };
             let mut references = Vec::with_capacity(task.deletes.len());
-            for delete in applicable_deletes(&task.path, &task.deletes, &found) {
+            for delete in deletes::applicable(&task.path, &task.deletes, &found) {
                 let index = match delete_index.get(delete) {
                     Some(index) => *index,
                     None => {
@@ -678,52 +699,10 @@ impl Catalog {
 }
 
 /// A planned data file and the delete files that apply to it, by path (as iceberg-rust
-/// matched them: see [`applicable_deletes`]).
+/// matched them: see [`deletes::applicable`]).
 struct Planned {
     path: String,
     deletes: Vec<String>,
-}
-
-/// Of the delete files iceberg-rust matched to a data file, those that apply to it.
-/// iceberg-rust matches position deletes by partition and sequence number only, so the
-/// spec's other two rules are applied here, from the delete files' entries in `found`:
-/// - a position delete file (or deletion vector) whose `referenced_data_file` names
-///   another data file is that file's, not this one's (without it, a v3 table's deletion
-///   vectors would reach every data file of their partition);
-/// - when a deletion vector applies to the data file, its position delete files do not
-///   (the spec: a writer adding a vector merges into it the position deletes it
-///   replaces), whatever their sequence numbers.
-///
-/// Equality deletes are kept as matched. A delete file not in `found` is kept too (its
-/// encoding then fails: it is not in the snapshot's manifests).
-fn applicable_deletes<'a>(
-    data_file: &str,
-    deletes: &'a [String],
-    found: &HashMap<String, incremental::Found>,
-) -> Vec<&'a str> {
-    let file = |path: &str| found.get(path).map(|(entry, _, _)| entry.data_file());
-    let positional = |path: &str| {
-        file(path).is_some_and(|f| f.content_type() == DataContentType::PositionDeletes)
-    };
-    let vector = |path: &str| {
-        positional(path) && file(path).is_some_and(|f| f.file_format() == DataFileFormat::Puffin)
-    };
-    let elsewhere = |path: &str| {
-        positional(path)
-            && file(path)
-                .and_then(|f| f.referenced_data_file())
-                .is_some_and(|referenced| referenced != data_file)
-    };
-    let kept: Vec<&str> = (deletes.iter())
-        .map(String::as_str)
-        .filter(|path| !elsewhere(path))
-        .collect();
-    if !kept.iter().any(|path| vector(path)) {
-        return kept;
-    }
-    (kept.into_iter())
-        .filter(|path| vector(path) || !positional(path))
-        .collect()
 }
 
 /// The field id a full field name (`a.b`) names in the schema; 400 if none.
