@@ -20,15 +20,15 @@ pub struct RequestId(pub String);
 /// Longest client request id kept; longer ones are replaced.
 const MAX_REQUEST_ID_BYTES: usize = 128;
 
-/// Whether a client's request id is kept: letters, digits and `._:-` only, so that it
-/// reads as one field of a text log line (a space would let it add fields such as a
-/// second `status=`).
+/// Whether a client's request id is kept: letters, digits and `._:-+/=` only (UUIDs,
+/// base64, trace ids), so that it reads as one field of a text log line (a space would
+/// let it add fields such as a second `status=`).
 fn usable(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_REQUEST_ID_BYTES
         && id
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-+/=".contains(&b))
 }
 
 impl RequestId {
@@ -97,6 +97,7 @@ mod tests {
             "abc-123",
             "0195f0c5-7d2c-7c6e-9a4c-1f2e3d4c5b6a",
             "job:7.run_2",
+            "AQID+/8=",
         ] {
             assert_eq!(id(kept), kept);
         }

@@ -228,6 +228,12 @@ fn check_raw_path(raw: &str) -> Result<(), Refusal> {
     let after_scheme = raw.split_once("://").map_or(raw, |(_, rest)| rest);
     let path = after_scheme.find('/').map_or("", |i| &after_scheme[i..]);
     let path = path.split(['?', '#']).next().unwrap_or_default();
+    // `url` reads a backslash as a `/` in http(s) paths; S3 keeps it in the key.
+    if path.contains('\\') {
+        return Err(Refusal::Forbidden(format!(
+            "{raw} has a backslash in its path"
+        )));
+    }
     for segment in path.split('/') {
         let decoded = percent_encoding::percent_decode_str(segment).decode_utf8_lossy();
         if decoded == "." || decoded == ".." {
@@ -594,6 +600,7 @@ mod tests {
             // Checked as wh/t/x, written under wh/u/.
             ("PUT", "http://127.0.0.1:8333/lake/wh/u/../t/x", vec![]),
             ("PUT", "http://127.0.0.1:8333/lake/wh/u/%2e%2e/t/x", vec![]),
+            ("PUT", "http://127.0.0.1:8333/lake/wh/u/..\\t/x", vec![]),
         ] {
             let r = with(method, uri, &headers);
             assert!(
