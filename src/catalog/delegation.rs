@@ -36,6 +36,20 @@ pub struct TableConfig {
     pub credentials: Vec<StorageCredential>,
 }
 
+impl TableConfig {
+    /// When the first of its credentials expires, if any does (vended static keys do
+    /// not, and are not confined to a table anyway).
+    pub fn expires_at_ms(&self) -> Option<i64> {
+        self.credentials
+            .iter()
+            .filter_map(|c| c.config.get(EXPIRES_AT_MS)?.parse().ok())
+            .min()
+    }
+}
+
+/// The credential config key that says when its keys expire (milliseconds since 1970).
+const EXPIRES_AT_MS: &str = "s3.session-token-expires-at-ms";
+
 /// The parts of a metadata document that say where a table's files are.
 #[derive(Deserialize)]
 struct FileLocations {
@@ -85,7 +99,7 @@ fn credential_config(
         config.insert("s3.session-token".into(), token.clone());
     }
     if let Some(expires) = keys.expires_at_ms {
-        config.insert("s3.session-token-expires-at-ms".into(), expires.to_string());
+        config.insert(EXPIRES_AT_MS.into(), expires.to_string());
         if let Some(endpoint) = refresh_endpoint {
             config.insert("client.refresh-credentials-endpoint".into(), endpoint);
             config.insert("client.refresh-credentials-enabled".into(), "true".into());

@@ -190,6 +190,9 @@ impl From<StoreError> for CatalogError {
             S::LocationPurging { location, purging } => CatalogError::bad_request(format!(
                 "Location {location} overlaps {purging}, where the files of a dropped table or view are being deleted; use another location, or this one once the purge is done"
             )),
+            S::LocationReserved { location, staged } => CatalogError::bad_request(format!(
+                "Location {location} overlaps the location of {staged}, a staged create whose vended credentials are still valid; use another location, or this one once they expire"
+            )),
             S::Conflict => {
                 CatalogError::CommitFailed("Concurrent modification, please retry".into())
             }

@@ -289,8 +289,21 @@ impl Catalog {
                 metadata_location: None,
                 metadata: json.into(),
             };
-            self.record_outcome(ctx, &Outcome::Table(staged.clone()))
-                .await?;
+            let outcome = Outcome::Table(staged.clone());
+            match config.expires_at_ms() {
+                // Held until the credentials expire, checked again under the store's
+                // locks: a table created inside it meanwhile would be theirs to read.
+                Some(expires_ms) => {
+                    let reserve = Mutation::ReserveLocation {
+                        catalog: record.id,
+                        ident,
+                        location: canonical,
+                        expires_ms,
+                    };
+                    self.write(ctx, reserve, &outcome, Vec::new()).await?;
+                }
+                None => self.record_outcome(ctx, &outcome).await?,
+            }
             return Ok((staged, config));
         }
         let write = ObjectWrite {

@@ -142,6 +142,19 @@ pub enum Mutation {
         to: Ident,
         expected: String,
     },
+    /// Holds a staged create's canonical `location` for `ident` until `expires_ms`, when
+    /// the credentials vended for it expire: until then no other table or view may be
+    /// created in it or around it (`LocationReserved`), as they would be reachable with
+    /// those credentials. Refused, holding nothing, where another object's location, a
+    /// purge's or another staged create's overlaps it. The same name may hold several
+    /// locations (each staged create vends its own credentials); a location held again
+    /// keeps the later expiry.
+    ReserveLocation {
+        catalog: CatalogId,
+        ident: Ident,
+        location: String,
+        expires_ms: i64,
+    },
     /// Keeps a validated scan or commit metrics report.
     RecordMetrics {
         catalog: CatalogId,
@@ -207,6 +220,8 @@ impl Mutation {
             | Mutation::ForgetDropped { .. }
             | Mutation::FinishPurge { .. }
             | Mutation::DeferPurge { .. }
+            // A reservation changes no object (a create of its name is a write of its own).
+            | Mutation::ReserveLocation { .. }
             | Mutation::RecordMetrics { .. } => {}
             Mutation::CreateCatalog(_)
             | Mutation::UpdateCatalog { .. }

@@ -85,6 +85,10 @@ pub enum StoreError {
     /// A location where a purge is still deleting files (of a dropped table or view).
     #[error("location {location} overlaps {purging}, where a purge is deleting files")]
     LocationPurging { location: String, purging: String },
+    /// A location inside, or around, one a staged create holds while its vended
+    /// credentials live ([`Mutation::ReserveLocation`]).
+    #[error("location {location} overlaps the location held for the staged create of {staged}")]
+    LocationReserved { location: String, staged: Ident },
     /// A compare-and-swap lost against a concurrent write: re-read and retry.
     #[error("concurrent modification")]
     Conflict,

@@ -164,6 +164,40 @@ def test_a_tables_data_path_never_widens_its_credentials(lake, s3_server):
     assert r.status_code == 400 and "overlaps" in r.text, r.text
 
 
+def test_a_staged_creates_location_is_held_while_its_credentials_live(lake, s3_server):
+    """A staged create's vended credentials reach its location before any table lives
+    there: until they expire no other table may be created in or around it (its files
+    would be theirs to read), while its own commit may; without credentials, nothing is
+    held."""
+    _, root, _ = lake
+    tables = "/v1/lake/namespaces/ns/tables"
+    # A staged create without credentials holds nothing.
+    r = root.call("POST", tables, {"name": "unheld", "schema": SCHEMA, "stage-create": True})
+    assert r.status_code == 200, r.text
+    free = r.json()["metadata"]["location"]
+    r = root.call("POST", tables, {"name": "in_unheld", "schema": SCHEMA, "location": free + "/t"})
+    assert r.status_code == 200, r.text
+    box = free.rsplit("/", 1)[0] + "/held_box"
+    r = root.call("POST", tables, {"name": "held", "schema": SCHEMA, "stage-create": True,
+                                   "location": box + "/held"}, headers=VENDED)
+    assert r.status_code == 200, r.text
+    location = r.json()["metadata"]["location"]
+    staged = s3_as(s3_server, creds_of(r.json()))
+    for name, at in [("in_held", location + "/inner"), ("around_held", box)]:
+        r = root.call("POST", tables, {"name": name, "schema": SCHEMA, "location": at})
+        assert r.status_code == 400, r.text
+        assert "staged create" in r.json()["error"]["message"], r.text
+        assert root.call("GET", f"{tables}/{name}").status_code == 404
+        r = root.call("POST", tables, {"name": name, "schema": SCHEMA, "location": at,
+                                       "stage-create": True}, headers=VENDED)
+        assert r.status_code == 400 and "staged create" in r.text, r.text
+    # The staged create's commit is its own name: it lands where it was held, and the
+    # credentials reach its files.
+    r = root.call("POST", tables, {"name": "held", "schema": SCHEMA, "location": location})
+    assert r.status_code == 200, r.text
+    assert staged.get_object(Bucket="lake", Key=key_of(r.json()["metadata-location"]))
+
+
 def test_privileges_decide_read_only_or_nothing(lake, s3_server):
     server, root, _ = lake
     t = create(root, "priv_t")

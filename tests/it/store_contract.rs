@@ -100,6 +100,7 @@ contract!(
     multi_object_writes_are_all_or_nothing,
     locations_may_not_overlap,
     generic_tables_without_a_location_overlap_nothing,
+    staged_locations_are_held_until_they_expire,
     lock_then_commit,
     lists_page_in_name_order,
     non_empty_namespaces_and_catalogs_cannot_be_dropped,
@@ -412,6 +413,80 @@ async fn locations_may_not_overlap(store: Arc<dyn Store>) {
     )
     .await
     .unwrap();
+}
+
+/// A staged create's location, held while its vended credentials live: no other name may
+/// be created in or around it, nor hold it too, and the refusals change nothing; its own
+/// name may (the staged create's commit); a hold over another object's location is
+/// refused; an expired hold holds nothing.
+async fn staged_locations_are_held_until_they_expire(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let staged = ident(&["db"], "staged");
+    let reserve = |who: &Ident, location: &str, expires_ms: i64| {
+        batch(Mutation::ReserveLocation {
+            catalog: c.id,
+            ident: who.clone(),
+            location: format!("{WAREHOUSE}{location}/"),
+            expires_ms,
+        })
+    };
+    let later = now_ms() + 600_000;
+    store.write(reserve(&staged, "a/s", later)).await.unwrap();
+    for (name, location) in [("at", "a/s"), ("inside", "a/s/x"), ("around", "a")] {
+        let other = ident(&["db"], name);
+        match commit(
+            &store,
+            c.id,
+            vec![create(ObjectKind::Table, &other, location)],
+        )
+        .await
+        {
+            Err(StoreError::LocationReserved { staged: by, .. }) => assert_eq!(by, staged),
+            got => panic!("{location}: expected LocationReserved, got {got:?}"),
+        }
+        assert_eq!(pointer(&store, "c", &other).await, None, "{location}");
+        match store.write(reserve(&other, location, later)).await {
+            Err(StoreError::LocationReserved { staged: by, .. }) => assert_eq!(by, staged),
+            got => panic!("{location}: expected LocationReserved, got {got:?}"),
+        }
+    }
+    // Refused holds hold nothing: "around" and "inside" were not recorded.
+    commit(
+        &store,
+        c.id,
+        vec![create(ObjectKind::View, &ident(&["db"], "v"), "b")],
+    )
+    .await
+    .unwrap();
+    // A sibling whose name merely starts alike is free; the staged name itself may be
+    // held again (a retried staged create) and created there.
+    let sibling = create(ObjectKind::Table, &ident(&["db"], "sibling"), "a/s2");
+    commit(&store, c.id, vec![sibling]).await.unwrap();
+    store
+        .write(reserve(&staged, "a/s", later + 1))
+        .await
+        .unwrap();
+    let committed = create(ObjectKind::Table, &staged, "a/s");
+    commit(&store, c.id, vec![committed]).await.unwrap();
+    // A hold over another object's location is refused.
+    let late = ident(&["db"], "late");
+    match store.write(reserve(&late, "b/x", later)).await {
+        Err(StoreError::LocationOverlap { other, .. }) => assert_eq!(other, ident(&["db"], "v")),
+        got => panic!("expected LocationOverlap, got {got:?}"),
+    }
+    // Once expired, a hold holds nothing.
+    let brief = ident(&["db"], "brief");
+    store
+        .write(reserve(&brief, "c", now_ms() + 300))
+        .await
+        .unwrap();
+    let over = create(ObjectKind::Table, &ident(&["db"], "over"), "c/t");
+    assert!(matches!(
+        commit(&store, c.id, vec![over.clone()]).await,
+        Err(StoreError::LocationReserved { .. })
+    ));
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    commit(&store, c.id, vec![over]).await.unwrap();
 }
 
 /// A generic table may have no location (the catalog stores `""` and asks for no

@@ -44,6 +44,7 @@ mod objects;
 mod outbox;
 mod queries;
 mod readers;
+mod reserved;
 mod retry;
 mod schema;
 mod settings;

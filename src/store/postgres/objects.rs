@@ -15,18 +15,19 @@ pub(super) async fn commit_objects(
     q: &impl Queries,
     id: CatalogId,
     writes: &[ObjectWrite],
+    now: i64,
 ) -> Attempt<()> {
     // Rows are locked in one global order (as `lock_objects` does), so that concurrent
     // multi-table commits over overlapping tables queue instead of deadlocking.
     let mut ordered: Vec<&ObjectWrite> = writes.iter().collect();
     ordered.sort_by(|a, b| a.ident.cmp(&b.ident));
     for w in ordered {
-        commit_object(q, id, w).await?;
+        commit_object(q, id, w, now).await?;
     }
     Ok(())
 }
 
-async fn commit_object(q: &impl Queries, id: CatalogId, w: &ObjectWrite) -> Attempt<()> {
+async fn commit_object(q: &impl Queries, id: CatalogId, w: &ObjectWrite, now: i64) -> Attempt<()> {
     let ns = w.ident.namespace.key();
     let kind = w.kind.as_str();
     match &w.expected_metadata_location {
@@ -90,23 +91,31 @@ async fn commit_object(q: &impl Queries, id: CatalogId, w: &ObjectWrite) -> Atte
         }
     }
     if w.check_location {
-        if let Some(other) = overlapping_object(q, id, &w.location, &w.ident).await? {
-            return Err(StoreError::LocationOverlap {
-                location: w.location.clone(),
-                other,
-            }
-            .into());
-        }
-        // Under the same locks, which a purge's record takes too (`schedule_purge`).
-        if let Some(purging) = purge_overlapping(q, &w.location).await? {
-            return Err(StoreError::LocationPurging {
-                location: w.location.clone(),
-                purging,
-            }
-            .into());
-        }
+        check_free(q, id, &w.location, &w.ident, now).await?;
     }
     Ok(())
+}
+
+/// Refuses the canonical `location` for `ident` where another object's location, a
+/// purge's, or another name's staged create's overlaps it; the locks taken on the way
+/// (`overlapping_object`) keep it so until the transaction ends.
+pub(super) async fn check_free(
+    q: &impl Queries,
+    id: CatalogId,
+    location: &str,
+    ident: &Ident,
+    now: i64,
+) -> Attempt<()> {
+    if let Some(other) = overlapping_object(q, id, location, ident).await? {
+        let location = location.to_string();
+        return Err(StoreError::LocationOverlap { location, other }.into());
+    }
+    // Under the same locks, which a purge's record takes too (`schedule_purge`).
+    if let Some(purging) = purge_overlapping(q, location).await? {
+        let location = location.to_string();
+        return Err(StoreError::LocationPurging { location, purging }.into());
+    }
+    super::reserved::check_unreserved(q, id, location, ident, now).await
 }
 
 /// 64-bit FNV-1a: advisory lock keys for location prefixes. A collision only makes two

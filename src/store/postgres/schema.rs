@@ -98,4 +98,6 @@ CREATE TABLE notification_stamps (
     PRIMARY KEY (catalog_id, namespace, name)
 );
 "#,
+    // Locations held for staged creates while their vended credentials live.
+    super::reserved::MIGRATION,
 ];

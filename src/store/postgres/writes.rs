@@ -7,7 +7,9 @@ use deadpool_postgres::Object;
 use tokio_postgres::error::SqlState;
 
 use super::objects::{commit_objects, drop_object, rename_object};
-use super::{dropped, has_code, int8, locked_failure, outbox, text, Attempt, Failure, Queries};
+use super::{
+    dropped, has_code, int8, locked_failure, outbox, reserved, text, Attempt, Failure, Queries,
+};
 use crate::model::{CatalogId, CatalogRecord, Namespace, ObjectKind, Properties};
 use crate::store::{
     properties_json, to_json, Applied, IdempotencyRecord, LockedObjects, Mutation,
@@ -71,7 +73,9 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
         Mutation::DropNamespace { catalog, namespace } => {
             drop_namespace(q, *catalog, namespace).await?
         }
-        Mutation::CommitObjects { catalog, writes } => commit_objects(q, *catalog, writes).await?,
+        Mutation::CommitObjects { catalog, writes } => {
+            commit_objects(q, *catalog, writes, batch.now_ms).await?
+        }
         Mutation::DropObject {
             catalog,
             kind,
@@ -87,7 +91,7 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
         }
         Mutation::Undrop { catalog, id, write } => {
             dropped::take(q, Some(*catalog), id).await?;
-            commit_objects(q, *catalog, std::slice::from_ref(write)).await?;
+            commit_objects(q, *catalog, std::slice::from_ref(write), batch.now_ms).await?;
         }
         Mutation::ForgetDropped { id } => {
             return dropped::take(q, None, id).await.map(Applied::Forgotten);
@@ -105,6 +109,12 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
             to,
             expected,
         } => rename_object(q, *catalog, *kind, from, to, expected).await?,
+        Mutation::ReserveLocation {
+            catalog,
+            ident,
+            location,
+            expires_ms,
+        } => reserved::reserve(q, *catalog, ident, location, *expires_ms, batch.now_ms).await?,
         Mutation::RecordMetrics {
             catalog,
             ident,

@@ -35,6 +35,7 @@ mod journal;
 mod list_cache;
 mod outbox;
 pub mod pcache;
+mod reserved;
 mod schema;
 mod slice;
 mod wal_buffer;

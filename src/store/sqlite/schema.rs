@@ -152,6 +152,8 @@ CREATE TABLE notification_stamps (
     PRIMARY KEY (catalog_id, namespace, name)
 );
 "#,
+    // Locations held for staged creates while their vended credentials live.
+    super::reserved::MIGRATION,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> anyhow::Result<()> {

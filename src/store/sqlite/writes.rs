@@ -6,7 +6,7 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use super::documents::{self, Document, Stored};
 use super::{
     catalog_from_row, dropped, internal, is_unique_violation, journal, outbox, require_namespace,
-    stored_object,
+    reserved, stored_object,
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::{
@@ -107,7 +107,7 @@ fn apply_mutation(
         Mutation::DropNamespace { catalog, namespace } => drop_namespace(tx, *catalog, namespace)?,
         Mutation::CommitObjects { catalog, writes } => {
             for (i, write) in writes.iter().enumerate() {
-                commit_object(tx, *catalog, write, stored(packed, i, &write.metadata))?;
+                commit_object(tx, *catalog, write, stored(packed, i, &write.metadata), now)?;
             }
         }
         Mutation::DropObject {
@@ -125,7 +125,7 @@ fn apply_mutation(
         }
         Mutation::Undrop { catalog, id, write } => {
             dropped::take(tx, Some(*catalog), id)?;
-            commit_object(tx, *catalog, write, stored(packed, 0, &write.metadata))?;
+            commit_object(tx, *catalog, write, stored(packed, 0, &write.metadata), now)?;
         }
         Mutation::ForgetDropped { id } => {
             return dropped::take(tx, None, id).map(Applied::Forgotten);
@@ -143,6 +143,12 @@ fn apply_mutation(
             to,
             expected,
         } => rename_object(tx, *catalog, *kind, from, to, expected)?,
+        Mutation::ReserveLocation {
+            catalog,
+            ident,
+            location,
+            expires_ms,
+        } => reserved::reserve(tx, *catalog, ident, location, *expires_ms, now)?,
         Mutation::RecordMetrics {
             catalog,
             ident,
@@ -536,6 +542,7 @@ fn commit_object(
     id: CatalogId,
     w: &ObjectWrite,
     document: Stored,
+    now: i64,
 ) -> StoreResult<()> {
     let ns = w.ident.namespace.key();
     match &w.expected_metadata_location {
@@ -615,6 +622,7 @@ fn commit_object(
                 purging,
             });
         }
+        reserved::check_unreserved(tx, id, &w.location, &w.ident, now)?;
     }
     Ok(())
 }
