@@ -163,13 +163,15 @@ impl Allowed {
 }
 
 /// On an object: reads (of a version or part, with the response's headers overridden),
-/// writes, multipart uploads, and its tags (Iceberg's `s3.delete.tags` tag objects
+/// writes, multipart uploads and their parts' listing, and its tags (Iceberg's `s3.delete.tags` tag objects
 /// rather than delete them). Not its ACL, retention, legal hold or restore.
 const OBJECT_QUERY: Allowed = Allowed {
     names: &[
         "uploads",
         "uploadId",
         "partNumber",
+        "max-parts",
+        "part-number-marker",
         "versionId",
         "tagging",
         "attributes",
@@ -622,6 +624,8 @@ mod tests {
             ("POST", "http://127.0.0.1:8333/lake/wh/t/x?uploads", vec![]),
             ("PUT", "http://127.0.0.1:8333/lake/wh/t/x?partNumber=1&uploadId=u", vec![]),
             ("PUT", "http://127.0.0.1:8333/lake/wh/t/x?tagging", vec![]),
+            // ListParts, to resume an upload.
+            ("GET", "http://127.0.0.1:8333/lake/wh/t/x?uploadId=u&max-parts=100&part-number-marker=5", vec![]),
             ("GET", "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/t/&continuation-token=c&max-keys=10", vec![]),
         ] {
             let r = with(method, uri, &headers);

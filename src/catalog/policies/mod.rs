@@ -52,6 +52,9 @@ const MAX_ATTEMPTS: u32 = 16;
 const MAX_POLICIES: usize = 1_000;
 const MAX_ATTACHMENTS: usize = 10_000;
 
+/// Tables loaded at once when a full document's attachments are checked.
+const LOADS_AT_ONCE: usize = 16;
+
 /// `CreatePolicyRequest`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -250,24 +253,35 @@ impl Catalog {
         catalog: &str,
         attachments: impl Iterator<Item = &'a rules::Attachment>,
     ) -> CatalogResult<HashMap<(Vec<String>, String), String>> {
-        let mut live = HashMap::new();
+        use futures_util::stream::{self, StreamExt, TryStreamExt};
+        let mut named = std::collections::HashSet::new();
+        let mut tables = Vec::new();
         for attachment in attachments {
-            let Target::Table {
+            if let Target::Table {
                 namespace, name, ..
             } = &attachment.target
-            else {
-                continue;
-            };
-            let key = (namespace.clone(), name.clone());
-            if live.contains_key(&key) {
-                continue;
-            }
-            let ident = Ident::new(Namespace::new(namespace.clone())?, name.clone())?;
-            if let Some(object) = self.load_kind(catalog, &ident, ObjectKind::Table).await? {
-                live.insert(key, identity(ObjectKind::Table, &object.metadata)?.uuid);
+            {
+                if named.insert((namespace, name)) {
+                    let ident = Ident::new(Namespace::new(namespace.clone())?, name.clone())?;
+                    tables.push(((namespace.clone(), name.clone()), ident));
+                }
             }
         }
-        Ok(live)
+        // A full document names up to MAX_ATTACHMENTS tables: loaded a few at a time, so
+        // that over PostgreSQL the round trips overlap.
+        stream::iter(tables)
+            .map(|(key, ident)| async move {
+                let object = self.load_kind(catalog, &ident, ObjectKind::Table).await?;
+                let uuid = match object {
+                    Some(object) => Some(identity(ObjectKind::Table, &object.metadata)?.uuid),
+                    None => None,
+                };
+                CatalogResult::Ok((key, uuid))
+            })
+            .buffer_unordered(LOADS_AT_ONCE)
+            .try_filter_map(|(key, uuid)| async move { Ok(uuid.map(|uuid| (key, uuid))) })
+            .try_collect()
+            .await
     }
 
     /// Swaps the catalog's policy document, with the change's event and the request's
@@ -619,7 +633,11 @@ impl Catalog {
                 } => HashMap::from([((namespace.clone(), name.clone()), uuid.clone())]),
                 _ => HashMap::new(),
             };
-            if attach && state.attachments.len() >= MAX_ATTACHMENTS {
+            // Full, unless the attachment is there already (new parameters replace it).
+            if attach
+                && state.attachments.len() >= MAX_ATTACHMENTS
+                && !state.attached(namespace, name, &target)?
+            {
                 // Full: which tables still stand decides what may be forgotten (read
                 // only now, as it takes a load per table named).
                 let all_live = self.live_tables(catalog, state.attachments.iter()).await?;

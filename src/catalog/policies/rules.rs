@@ -267,6 +267,21 @@ impl PolicyState {
         Ok(())
     }
 
+    /// Whether the policy is attached to the target (counting or not): attaching it again
+    /// replaces that attachment, and needs no room.
+    pub fn attached(
+        &self,
+        namespace: &Namespace,
+        name: &str,
+        target: &Target,
+    ) -> CatalogResult<bool> {
+        let id = &self.get(namespace, name)?.id;
+        Ok(self
+            .attachments
+            .iter()
+            .any(|a| &a.policy_id == id && a.target.names_same(target)))
+    }
+
     /// Attaches a policy to a target (replacing the parameters of the same attachment).
     /// `counts` as for [`Self::drop_policy`]: an attachment to a table that is gone does
     /// not block another policy of its type, and is replaced.
@@ -472,6 +487,21 @@ mod tests {
         s.make_room(3, t1_gone).unwrap();
         assert_eq!(s.attachments.len(), 2);
         assert!(s.attachments.iter().all(t1_gone));
+    }
+
+    #[test]
+    fn a_policy_is_attached_to_a_target_only_by_name() {
+        let mut s = state();
+        attach(&mut s, "p1", on_table(&["ns1"], "t1", "u1")).unwrap();
+        let attached = |s: &PolicyState, name: &str, target: &Target| {
+            s.attached(&ns(&["ns1"]), name, target).unwrap()
+        };
+        // Another uuid under the same name is the same target (attaching replaces it).
+        assert!(attached(&s, "p1", &on_table(&["ns1"], "t1", "u9")));
+        assert!(!attached(&s, "p2", &on_table(&["ns1"], "t1", "u1")));
+        assert!(!attached(&s, "p1", &on_table(&["ns1"], "t2", "u1")));
+        assert!(!attached(&s, "p1", &on_ns(&["ns1"])));
+        assert!(s.attached(&ns(&["ns1"]), "nope", &on_ns(&["ns1"])).is_err());
     }
 
     fn names(found: &[Applicable]) -> Vec<(String, bool)> {
