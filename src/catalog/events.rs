@@ -43,6 +43,8 @@ impl Catalog {
                 after: page.after,
                 catalog: Some(record.id),
                 limit: query.page_size.max(100),
+                // No more than the page may hold (plus the event that overflows it).
+                max_bytes: MAX_PAGE_BYTES,
             };
             let batch = self.store.read_events(&read).await?;
             if batch.is_empty() {

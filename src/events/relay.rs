@@ -36,6 +36,10 @@ pub trait Sink: Send + Sync {
 /// (`message.max.bytes`) take by default, with room for a record's key and headers.
 pub const MAX_EVENT_BYTES: usize = 900 * 1024;
 
+/// A relay's read of the outbox stops past this many bytes of events (at least one is
+/// read), whatever its batch size: a commit's event may be megabytes before it is fitted.
+const MAX_BATCH_BYTES: usize = 16 << 20;
+
 /// The event as the sink can take it. A commit's updates may be megabytes (request
 /// bodies go up to `--max-body-bytes`), and a broker refuses a message over its limit
 /// every time: sent as it is, one such event would stop the relay for good, and every
@@ -195,6 +199,7 @@ impl Relay {
                 after,
                 catalog: None,
                 limit: self.settings.batch,
+                max_bytes: MAX_BATCH_BYTES,
             };
             let read = match pending.take() {
                 Some(batch) => Ok(batch),

@@ -360,6 +360,10 @@ pub struct EventRead {
     /// Only this catalog's events; `None`: every catalog's.
     pub catalog: Option<CatalogId>,
     pub limit: usize,
+    /// Stops after the event whose body takes the events read past this many bytes
+    /// (at least one event is read): a commit's event may be megabytes, and `limit` of
+    /// them would all be held at once.
+    pub max_bytes: usize,
 }
 
 /// What a write returns besides success.

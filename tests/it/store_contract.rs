@@ -1398,6 +1398,7 @@ async fn all_events(store: &Arc<dyn Store>) -> Vec<floe::events::StoredEvent> {
             after: 0,
             catalog: None,
             limit: 10_000,
+            max_bytes: usize::MAX,
         })
         .await
         .unwrap()
@@ -1468,6 +1469,7 @@ async fn events_commit_with_their_change_or_not_at_all(store: Arc<dyn Store>) {
             after: 1,
             catalog: Some(c.id),
             limit: 10,
+            max_bytes: usize::MAX,
         })
         .await
         .unwrap();
@@ -1477,10 +1479,32 @@ async fn events_commit_with_their_change_or_not_at_all(store: Arc<dyn Store>) {
             after: 0,
             catalog: Some(CatalogId(c.id.0 ^ 1)),
             limit: 10,
+            max_bytes: usize::MAX,
         })
         .await
         .unwrap();
     assert!(other.is_empty());
+    // A read stops after the event that takes it past its bytes, and reads one at least.
+    let first_bytes = events[0].body.len();
+    for (catalog, max_bytes, expected) in [
+        (None, 0, 1),
+        (None, first_bytes, 1),
+        (Some(c.id), first_bytes, 1),
+        (None, first_bytes + 1, 2),
+        (Some(c.id), first_bytes + 1, 2),
+    ] {
+        let read = store
+            .read_events(&EventRead {
+                after: 0,
+                catalog,
+                limit: 10,
+                max_bytes,
+            })
+            .await
+            .unwrap();
+        let positions: Vec<i64> = read.iter().map(|e| e.position).collect();
+        assert_eq!(positions, vec![1, 2][..expected], "{catalog:?} {max_bytes}");
+    }
 }
 
 async fn event_positions_follow_commit_order(store: Arc<dyn Store>) {

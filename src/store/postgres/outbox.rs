@@ -105,23 +105,36 @@ fn event_from_row(r: &Row) -> StoredEvent {
 
 pub(super) async fn read(q: &impl Queries, read: &EventRead) -> Attempt<Vec<StoredEvent>> {
     let limit = read.limit as i64;
+    let max_bytes = i64::try_from(read.max_bytes).unwrap_or(i64::MAX).max(1);
+    // The byte bound is applied by the server (each row's bytes before it, from the
+    // stored length, which needs no detoasting), so rows past it never cross the wire.
+    let bounded = |filter: &str| {
+        format!(
+            "SELECT {EVENT_COLUMNS} FROM (
+                 SELECT {EVENT_COLUMNS},
+                        SUM(GREATEST(octet_length(body), 1)) OVER (ORDER BY position)
+                            - GREATEST(octet_length(body), 1) AS before
+                 FROM events WHERE {filter} ORDER BY position LIMIT $2
+             ) e WHERE before < $3 ORDER BY position"
+        )
+    };
     let rows = match read.catalog {
         Some(catalog) => {
             q.query_all_typed(
-                &format!(
-                    "SELECT {EVENT_COLUMNS} FROM events WHERE catalog_id = $1 AND position > $2
-                     ORDER BY position LIMIT $3"
-                ),
-                &[int8(&catalog.0), int8(&read.after), int8(&limit)],
+                &bounded("position > $1 AND catalog_id = $4"),
+                &[
+                    int8(&read.after),
+                    int8(&limit),
+                    int8(&max_bytes),
+                    int8(&catalog.0),
+                ],
             )
             .await?
         }
         None => {
             q.query_all_typed(
-                &format!(
-                    "SELECT {EVENT_COLUMNS} FROM events WHERE position > $1 ORDER BY position LIMIT $2"
-                ),
-                &[int8(&read.after), int8(&limit)],
+                &bounded("position > $1"),
+                &[int8(&read.after), int8(&limit), int8(&max_bytes)],
             )
             .await?
         }

@@ -92,26 +92,38 @@ fn event_from_row(r: &rusqlite::Row) -> rusqlite::Result<StoredEvent> {
 
 pub(super) fn read(conn: &Connection, read: &EventRead) -> StoreResult<Vec<StoredEvent>> {
     let limit = read.limit as i64;
-    let rows = match read.catalog {
-        Some(catalog) => conn
-            .prepare_cached(&format!(
-                "SELECT {EVENT_COLUMNS} FROM events WHERE catalog_id = ?1 AND position > ?2
-                 ORDER BY position LIMIT ?3"
-            ))
-            .and_then(|mut s| {
-                s.query_map(params![catalog.0, read.after, limit], event_from_row)?
-                    .collect()
-            }),
-        None => conn
-            .prepare_cached(&format!(
+    let (sql, catalog) = match read.catalog {
+        Some(catalog) => (
+            format!(
+                "SELECT {EVENT_COLUMNS} FROM events WHERE catalog_id = ?3 AND position > ?1
+                 ORDER BY position LIMIT ?2"
+            ),
+            Some(catalog.0),
+        ),
+        None => (
+            format!(
                 "SELECT {EVENT_COLUMNS} FROM events WHERE position > ?1 ORDER BY position LIMIT ?2"
-            ))
-            .and_then(|mut s| {
-                s.query_map(params![read.after, limit], event_from_row)?
-                    .collect()
-            }),
+            ),
+            None,
+        ),
     };
-    rows.map_err(internal)
+    let mut statement = conn.prepare_cached(&sql).map_err(internal)?;
+    let mut rows = match catalog {
+        Some(catalog) => statement.query(params![read.after, limit, catalog]),
+        None => statement.query(params![read.after, limit]),
+    }
+    .map_err(internal)?;
+    // Stepped one row at a time, so that rows past the byte bound are never read.
+    let (mut events, mut bytes) = (Vec::new(), 0);
+    while bytes < read.max_bytes.max(1) {
+        let Some(row) = rows.next().map_err(internal)? else {
+            break;
+        };
+        let event = event_from_row(row).map_err(internal)?;
+        bytes += event.body.len().max(1);
+        events.push(event);
+    }
+    Ok(events)
 }
 
 /// (the oldest position kept — one past the last when all were purged —, the last given).
