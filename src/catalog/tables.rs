@@ -31,6 +31,10 @@ use crate::events::Operation;
 use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::{Mutation, ObjectWrite, StoreError, StoredObject};
 
+/// How long past its credentials' expiry a staged create holds its location: clocks
+/// of nodes and of STS may disagree by this much.
+const RESERVATION_GRACE_MS: i64 = 60_000;
+
 /// The body of a create-table request.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -265,6 +269,7 @@ impl Catalog {
         super::commit_checks::check_built(&built.metadata)?;
         let (metadata, changes) = (built.metadata, built.changes);
         let json = metadata_json(&metadata)?;
+        let table_uuid = metadata.uuid().to_string();
         if request.stage_create {
             require_internal(&record, ObjectKind::Table, "create")?;
             // Nothing is stored until the client commits the create; the name must be
@@ -298,7 +303,10 @@ impl Catalog {
                         catalog: record.id,
                         ident,
                         location: canonical,
-                        expires_ms,
+                        table_uuid,
+                        principal: ctx.principal.name.clone(),
+                        // A node's clock may run ahead of the one that set the expiry.
+                        expires_ms: expires_ms.saturating_add(RESERVATION_GRACE_MS),
                     };
                     self.write(ctx, reserve, &outcome, Vec::new()).await?;
                 }

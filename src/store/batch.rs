@@ -143,16 +143,19 @@ pub enum Mutation {
         expected: String,
     },
     /// Holds a staged create's canonical `location` for `ident` until `expires_ms`, when
-    /// the credentials vended for it expire: until then no other table or view may be
-    /// created in it or around it (`LocationReserved`), as they would be reachable with
-    /// those credentials. Refused, holding nothing, where another object's location, a
-    /// purge's or another staged create's overlaps it. The same name may hold several
-    /// locations (each staged create vends its own credentials); a location held again
-    /// keeps the later expiry.
+    /// the credentials vended for it expire: until then no table or view may be written
+    /// in it or around it (`LocationReserved`) but the staged create itself, under its
+    /// name and `table_uuid` (`reservations::refusing`), as they would be reachable with
+    /// those credentials. Refused, holding nothing, where any object's location, a
+    /// purge's or another staged create's overlaps it (but the same name's, staged by
+    /// the same `principal`: a retry). A location held again under the same name takes
+    /// the new uuid and keeps the later expiry.
     ReserveLocation {
         catalog: CatalogId,
         ident: Ident,
         location: String,
+        table_uuid: String,
+        principal: String,
         expires_ms: i64,
     },
     /// Keeps a validated scan or commit metrics report.

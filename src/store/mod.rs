@@ -29,6 +29,7 @@ mod batch;
 pub mod cache_text;
 pub mod postgres;
 mod properties;
+pub mod reservations;
 pub mod sqlite;
 
 pub use batch::{

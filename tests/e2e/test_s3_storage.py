@@ -167,8 +167,8 @@ def test_a_tables_data_path_never_widens_its_credentials(lake, s3_server):
 def test_a_staged_creates_location_is_held_while_its_credentials_live(lake, s3_server):
     """A staged create's vended credentials reach its location before any table lives
     there: until they expire no other table may be created in or around it (its files
-    would be theirs to read), while its own commit may; without credentials, nothing is
-    held."""
+    would be theirs to read), under the staged name neither, while its own commit may;
+    without credentials, nothing is held."""
     _, root, _ = lake
     tables = "/v1/lake/namespaces/ns/tables"
     # A staged create without credentials holds nothing.
@@ -181,8 +181,9 @@ def test_a_staged_creates_location_is_held_while_its_credentials_live(lake, s3_s
     r = root.call("POST", tables, {"name": "held", "schema": SCHEMA, "stage-create": True,
                                    "location": box + "/held"}, headers=VENDED)
     assert r.status_code == 200, r.text
-    location = r.json()["metadata"]["location"]
-    staged = s3_as(s3_server, creds_of(r.json()))
+    r_staged = r.json()
+    location = r_staged["metadata"]["location"]
+    staged = s3_as(s3_server, creds_of(r_staged))
     for name, at in [("in_held", location + "/inner"), ("around_held", box)]:
         r = root.call("POST", tables, {"name": name, "schema": SCHEMA, "location": at})
         assert r.status_code == 400, r.text
@@ -191,10 +192,26 @@ def test_a_staged_creates_location_is_held_while_its_credentials_live(lake, s3_s
         r = root.call("POST", tables, {"name": name, "schema": SCHEMA, "location": at,
                                        "stage-create": True}, headers=VENDED)
         assert r.status_code == 400 and "staged create" in r.text, r.text
-    # The staged create's commit is its own name: it lands where it was held, and the
-    # credentials reach its files.
+    # A plain create under the staged name is refused too: only the staged create's own
+    # commit (its table-uuid) lands there, and the credentials reach its files.
     r = root.call("POST", tables, {"name": "held", "schema": SCHEMA, "location": location})
+    assert r.status_code == 400 and "staged create" in r.text, r.text
+    metadata = r_staged["metadata"]
+    r = root.call("POST", f"{tables}/held", {
+        "requirements": [{"type": "assert-create"}],
+        "updates": [
+            {"action": "assign-uuid", "uuid": metadata["table-uuid"]},
+            {"action": "upgrade-format-version", "format-version": metadata["format-version"]},
+            {"action": "add-schema", "schema": metadata["schemas"][0]},
+            {"action": "set-current-schema", "schema-id": -1},
+            {"action": "add-spec", "spec": {"spec-id": 0, "fields": []}},
+            {"action": "set-default-spec", "spec-id": -1},
+            {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
+            {"action": "set-default-sort-order", "sort-order-id": -1},
+            {"action": "set-location", "location": location},
+        ]})
     assert r.status_code == 200, r.text
+    assert r.json()["metadata"]["table-uuid"] == metadata["table-uuid"]
     assert staged.get_object(Bucket="lake", Key=key_of(r.json()["metadata-location"]))
 
 

@@ -415,77 +415,94 @@ async fn locations_may_not_overlap(store: Arc<dyn Store>) {
     .unwrap();
 }
 
-/// A staged create's location, held while its vended credentials live: no other name may
-/// be created in or around it, nor hold it too, and the refusals change nothing; its own
-/// name may (the staged create's commit); a hold over another object's location is
+/// A staged create's location, held while its vended credentials live: no table or view
+/// may be written in or around it but the staged create itself (its name and its
+/// table-uuid), and no other staged create may hold it but a retry of the same name by
+/// the same principal; refusals change nothing; a hold over any object's location is
 /// refused; an expired hold holds nothing.
 async fn staged_locations_are_held_until_they_expire(store: Arc<dyn Store>) {
     let c = catalog_with_db(&store, "c").await;
     let staged = ident(&["db"], "staged");
-    let reserve = |who: &Ident, location: &str, expires_ms: i64| {
+    let reserve = |who: &Ident, location: &str, uuid: &str, principal: &str, expires_ms| {
         batch(Mutation::ReserveLocation {
             catalog: c.id,
             ident: who.clone(),
             location: format!("{WAREHOUSE}{location}/"),
+            table_uuid: uuid.into(),
+            principal: principal.into(),
             expires_ms,
         })
     };
+    let reserved_by = |got: Result<Applied, StoreError>, by: &Ident, what: &str| match got {
+        Err(StoreError::LocationReserved { staged, .. }) => assert_eq!(&staged, by, "{what}"),
+        got => panic!("{what}: expected LocationReserved, got {got:?}"),
+    };
     let later = now_ms() + 600_000;
-    store.write(reserve(&staged, "a/s", later)).await.unwrap();
+    let hold = reserve(&staged, "a/s", "u1", "alice", later);
+    store.write(hold).await.unwrap();
     for (name, location) in [("at", "a/s"), ("inside", "a/s/x"), ("around", "a")] {
         let other = ident(&["db"], name);
-        match commit(
+        let created = commit(
             &store,
             c.id,
             vec![create(ObjectKind::Table, &other, location)],
-        )
-        .await
-        {
-            Err(StoreError::LocationReserved { staged: by, .. }) => assert_eq!(by, staged),
-            got => panic!("{location}: expected LocationReserved, got {got:?}"),
-        }
+        );
+        reserved_by(created.await, &staged, location);
         assert_eq!(pointer(&store, "c", &other).await, None, "{location}");
-        match store.write(reserve(&other, location, later)).await {
-            Err(StoreError::LocationReserved { staged: by, .. }) => assert_eq!(by, staged),
-            got => panic!("{location}: expected LocationReserved, got {got:?}"),
-        }
+        let held = store.write(reserve(&other, location, "u9", "alice", later));
+        reserved_by(held.await, &staged, location);
     }
-    // Refused holds hold nothing: "around" and "inside" were not recorded.
-    commit(
-        &store,
-        c.id,
-        vec![create(ObjectKind::View, &ident(&["db"], "v"), "b")],
-    )
-    .await
-    .unwrap();
-    // A sibling whose name merely starts alike is free; the staged name itself may be
-    // held again (a retried staged create) and created there.
-    let sibling = create(ObjectKind::Table, &ident(&["db"], "sibling"), "a/s2");
-    commit(&store, c.id, vec![sibling]).await.unwrap();
-    store
-        .write(reserve(&staged, "a/s", later + 1))
+    // The staged create's own table: its name and its uuid. The same name with another
+    // uuid (a plain create by whoever guessed the name) is refused.
+    let own = |uuid: &str| ObjectWrite {
+        metadata: format!(r#"{{"format-version":2,"table-uuid":"{uuid}"}}"#),
+        ..create(ObjectKind::Table, &staged, "a/s")
+    };
+    for write in [create(ObjectKind::Table, &staged, "a/s"), own("u9")] {
+        reserved_by(
+            commit(&store, c.id, vec![write]).await,
+            &staged,
+            "same name",
+        );
+    }
+    // Held again by another principal: refused; by the same one (a retry): the new uuid.
+    let held = store.write(reserve(&staged, "a/s", "u2", "bob", later));
+    reserved_by(held.await, &staged, "bob");
+    let retry = reserve(&staged, "a/s", "u2", "alice", later + 1);
+    store.write(retry).await.unwrap();
+    reserved_by(commit(&store, c.id, vec![own("u1")]).await, &staged, "u1");
+    assert_eq!(pointer(&store, "c", &staged).await, None);
+    commit(&store, c.id, vec![own("u2")]).await.unwrap();
+    // Refused holds hold nothing ("around" at a was not recorded); a sibling whose name
+    // merely starts alike is free.
+    let v = ident(&["db"], "v");
+    commit(&store, c.id, vec![create(ObjectKind::View, &v, "a/t")])
         .await
         .unwrap();
-    let committed = create(ObjectKind::Table, &staged, "a/s");
-    commit(&store, c.id, vec![committed]).await.unwrap();
-    // A hold over another object's location is refused.
-    let late = ident(&["db"], "late");
-    match store.write(reserve(&late, "b/x", later)).await {
-        Err(StoreError::LocationOverlap { other, .. }) => assert_eq!(other, ident(&["db"], "v")),
-        got => panic!("expected LocationOverlap, got {got:?}"),
+    let sibling = create(ObjectKind::Table, &ident(&["db"], "sibling"), "a/s2");
+    commit(&store, c.id, vec![sibling]).await.unwrap();
+    // A hold over an object's location is refused, the same name's object's too (a
+    // table created under the staged name since the staged create looked).
+    for who in [ident(&["db"], "late"), v.clone()] {
+        match store
+            .write(reserve(&who, "a/t/x", "u3", "alice", later))
+            .await
+        {
+            Err(StoreError::LocationOverlap { other, .. }) => assert_eq!(other, v),
+            got => panic!("{who}: expected LocationOverlap, got {got:?}"),
+        }
     }
     // Once expired, a hold holds nothing.
     let brief = ident(&["db"], "brief");
-    store
-        .write(reserve(&brief, "c", now_ms() + 300))
-        .await
-        .unwrap();
+    let hold = reserve(&brief, "c", "u4", "alice", now_ms() + 2_000);
+    store.write(hold).await.unwrap();
     let over = create(ObjectKind::Table, &ident(&["db"], "over"), "c/t");
-    assert!(matches!(
+    reserved_by(
         commit(&store, c.id, vec![over.clone()]).await,
-        Err(StoreError::LocationReserved { .. })
-    ));
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        &brief,
+        "brief",
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
     commit(&store, c.id, vec![over]).await.unwrap();
 }
 

@@ -7,6 +7,7 @@ use tokio_postgres::types::Type;
 
 use super::{has_code, int8, object_kind_at, text, Attempt, Failure, Queries};
 use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
+use crate::store::reservations::Claim;
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, ObjectWrite, StoreError, StoredObject,
 };
@@ -91,19 +92,25 @@ async fn commit_object(q: &impl Queries, id: CatalogId, w: &ObjectWrite, now: i6
         }
     }
     if w.check_location {
-        check_free(q, id, &w.location, &w.ident, now).await?;
+        let claim = Claim::Write {
+            catalog: id,
+            ident: &w.ident,
+            metadata: &w.metadata,
+        };
+        check_free(q, id, &w.location, &w.ident, &claim, now).await?;
     }
     Ok(())
 }
 
-/// Refuses the canonical `location` for `ident` where another object's location, a
-/// purge's, or another name's staged create's overlaps it; the locks taken on the way
-/// (`overlapping_object`) keep it so until the transaction ends.
+/// Refuses the canonical `location` where another object's location than `ident`'s,
+/// a purge's, or a staged create's that refuses `claim` overlaps it; the locks taken on
+/// the way (`overlapping_object`) keep it so until the transaction ends.
 pub(super) async fn check_free(
     q: &impl Queries,
     id: CatalogId,
     location: &str,
     ident: &Ident,
+    claim: &Claim<'_>,
     now: i64,
 ) -> Attempt<()> {
     if let Some(other) = overlapping_object(q, id, location, ident).await? {
@@ -115,7 +122,7 @@ pub(super) async fn check_free(
         let location = location.to_string();
         return Err(StoreError::LocationPurging { location, purging }.into());
     }
-    super::reserved::check_unreserved(q, id, location, ident, now).await
+    super::reserved::check(q, location, claim, now).await
 }
 
 /// 64-bit FNV-1a: advisory lock keys for location prefixes. A collision only makes two

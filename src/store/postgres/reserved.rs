@@ -9,18 +9,21 @@
 use tokio_postgres::types::Type;
 
 use super::{int8, text, Attempt, Queries};
-use crate::model::{CatalogId, Ident, Namespace};
-use crate::store::{location_prefixes, location_upper_bound, StoreError};
+use crate::model::{CatalogId, Ident};
+use crate::store::reservations::{refusing, Claim, Held};
+use crate::store::{location_prefixes, location_upper_bound, nobody, StoreError};
 
 /// One row per (name, location) held; `location` is canonical (ends in `/`), in the "C"
 /// collation that the range lookup needs. Expired rows hold nothing and are deleted by
-/// the next reservation.
+/// later reservations.
 pub(super) const MIGRATION: &str = r#"
 CREATE TABLE reserved_locations (
     catalog_id BIGINT NOT NULL,
     namespace  TEXT NOT NULL,
     name       TEXT NOT NULL,
     location   TEXT COLLATE "C" NOT NULL,
+    table_uuid TEXT NOT NULL,
+    principal  TEXT NOT NULL,
     expires_ms BIGINT NOT NULL,
     PRIMARY KEY (catalog_id, namespace, name, location)
 );
@@ -28,78 +31,92 @@ CREATE INDEX reserved_by_location ON reserved_locations (location);
 CREATE INDEX reserved_by_expiry ON reserved_locations (expires_ms)
 "#;
 
-/// Holds `location` for `ident` until `expires_ms`, after the same checks a create makes
-/// (another object's location, a purge's; under a create's locks), and another name's
-/// live reservation.
-pub(super) async fn reserve(
-    q: &impl Queries,
-    catalog: CatalogId,
-    ident: &Ident,
-    location: &str,
-    expires_ms: i64,
-    now: i64,
-) -> Attempt<()> {
+/// The batch's `ReserveLocation`.
+pub(super) struct Reservation<'a> {
+    pub catalog: CatalogId,
+    pub ident: &'a Ident,
+    pub location: &'a str,
+    pub table_uuid: &'a str,
+    pub principal: &'a str,
+    pub expires_ms: i64,
+}
+
+/// Holds the location after the checks a create makes (under a create's locks), against
+/// every object (its own name's too: a table of that name created since the staged
+/// create looked would be reachable), and the live reservations.
+pub(super) async fn reserve(q: &impl Queries, r: &Reservation<'_>, now: i64) -> Attempt<()> {
+    // Expired rows go a few at a time, skipping those another transaction is deleting,
+    // so that reservations on different nodes do not queue behind one another here.
     q.execute_all_typed(
-        "DELETE FROM reserved_locations WHERE expires_ms <= $1",
+        "DELETE FROM reserved_locations WHERE ctid IN (
+             SELECT ctid FROM reserved_locations WHERE expires_ms <= $1
+             LIMIT 100 FOR UPDATE SKIP LOCKED)",
         &[int8(&now)],
     )
     .await?;
-    super::objects::check_free(q, catalog, location, ident, now).await?;
+    let claim = Claim::Reserve {
+        catalog: r.catalog,
+        ident: r.ident,
+        principal: r.principal,
+    };
+    super::objects::check_free(q, r.catalog, r.location, &nobody(), &claim, now).await?;
     q.execute_all_typed(
-        "INSERT INTO reserved_locations (catalog_id, namespace, name, location, expires_ms)
-         VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT (catalog_id, namespace, name, location)
-         DO UPDATE SET expires_ms = GREATEST(reserved_locations.expires_ms, excluded.expires_ms)",
+        "INSERT INTO reserved_locations
+             (catalog_id, namespace, name, location, table_uuid, principal, expires_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (catalog_id, namespace, name, location) DO UPDATE SET
+             table_uuid = excluded.table_uuid, principal = excluded.principal,
+             expires_ms = GREATEST(reserved_locations.expires_ms, excluded.expires_ms)",
         &[
-            int8(&catalog.0),
-            text(&ident.namespace.key()),
-            text(&ident.name),
-            text(&location),
-            int8(&expires_ms),
+            int8(&r.catalog.0),
+            text(&r.ident.namespace.key()),
+            text(&r.ident.name),
+            text(&r.location),
+            text(&r.table_uuid),
+            text(&r.principal),
+            int8(&r.expires_ms),
         ],
     )
     .await?;
     Ok(())
 }
 
-/// `LocationReserved` if a live reservation of another name than `ident` contains the
-/// canonical `location` or lies inside it (without locks: the caller holds a create's).
-pub(super) async fn check_unreserved(
+/// `LocationReserved` if a live reservation that contains the canonical `location`, or
+/// lies inside it, refuses `claim` (without locks: the caller holds a create's).
+pub(super) async fn check(
     q: &impl Queries,
-    catalog: CatalogId,
     location: &str,
-    ident: &Ident,
+    claim: &Claim<'_>,
     now: i64,
 ) -> Attempt<()> {
     let candidates = location_prefixes(location);
     let upper = location_upper_bound(location);
-    let row = q
+    let held: Vec<Held> = q
         .query_all_typed(
-            "SELECT namespace, name FROM reserved_locations
+            "SELECT catalog_id, namespace, name, table_uuid, principal FROM reserved_locations
              WHERE (location = ANY($1) OR (location >= $2 AND location < $3))
-               AND NOT (catalog_id = $4 AND namespace = $5 AND name = $6)
-               AND expires_ms > $7
-             LIMIT 1",
+               AND expires_ms > $4",
             &[
                 (&candidates, Type::TEXT_ARRAY),
                 text(&location),
                 text(&upper),
-                int8(&catalog.0),
-                text(&ident.namespace.key()),
-                text(&ident.name),
                 int8(&now),
             ],
         )
         .await?
-        .into_iter()
-        .next();
-    match row {
-        Some(r) => Err(StoreError::LocationReserved {
+        .iter()
+        .map(|r| Held {
+            catalog: CatalogId(r.get(0)),
+            namespace: r.get(1),
+            name: r.get(2),
+            table_uuid: r.get(3),
+            principal: r.get(4),
+        })
+        .collect();
+    match refusing(&held, claim) {
+        Some(h) => Err(StoreError::LocationReserved {
             location: location.to_string(),
-            staged: Ident {
-                namespace: Namespace::from_key(r.get(0)),
-                name: r.get(1),
-            },
+            staged: h.ident(),
         }
         .into()),
         None => Ok(()),

@@ -113,8 +113,20 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
             catalog,
             ident,
             location,
+            table_uuid,
+            principal,
             expires_ms,
-        } => reserved::reserve(q, *catalog, ident, location, *expires_ms, batch.now_ms).await?,
+        } => {
+            let reservation = reserved::Reservation {
+                catalog: *catalog,
+                ident,
+                location,
+                table_uuid,
+                principal,
+                expires_ms: *expires_ms,
+            };
+            reserved::reserve(q, &reservation, batch.now_ms).await?
+        }
         Mutation::RecordMetrics {
             catalog,
             ident,

@@ -4,11 +4,12 @@
 //!
 //! [`Mutation::ReserveLocation`]: crate::store::Mutation::ReserveLocation
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, Transaction};
 
 use super::internal;
-use crate::model::{CatalogId, Ident, Namespace};
-use crate::store::{location_prefixes, location_upper_bound, StoreError, StoreResult};
+use crate::model::{CatalogId, Ident};
+use crate::store::reservations::{refusing, Claim, Held};
+use crate::store::{location_prefixes, location_upper_bound, nobody, StoreError, StoreResult};
 
 /// One row per (name, location) held; `location` is canonical (ends in `/`). Expired rows
 /// hold nothing and are deleted by the next reservation.
@@ -18,6 +19,8 @@ CREATE TABLE reserved_locations (
     namespace  TEXT NOT NULL,
     name       TEXT NOT NULL,
     location   TEXT NOT NULL,
+    table_uuid TEXT NOT NULL,
+    principal  TEXT NOT NULL,
     expires_ms INTEGER NOT NULL,
     PRIMARY KEY (catalog_id, namespace, name, location)
 ) WITHOUT ROWID;
@@ -25,106 +28,105 @@ CREATE INDEX reserved_by_location ON reserved_locations (location);
 CREATE INDEX reserved_by_expiry ON reserved_locations (expires_ms);
 "#;
 
-/// Holds `location` for `ident` until `expires_ms`, after the same checks a create makes
-/// (another object's location, a purge's), and another name's live reservation.
-pub(super) fn reserve(
-    tx: &Transaction,
-    catalog: CatalogId,
-    ident: &Ident,
-    location: &str,
-    expires_ms: i64,
-    now: i64,
-) -> StoreResult<()> {
+/// The batch's `ReserveLocation`.
+pub(super) struct Reservation<'a> {
+    pub catalog: CatalogId,
+    pub ident: &'a Ident,
+    pub location: &'a str,
+    pub table_uuid: &'a str,
+    pub principal: &'a str,
+    pub expires_ms: i64,
+}
+
+/// Holds the location after the checks a create makes, against every object (its own
+/// name's too: a table of that name created since the staged create looked would be
+/// reachable), and the live reservations (`reservations::refusing`).
+pub(super) fn reserve(tx: &Transaction, r: &Reservation, now: i64) -> StoreResult<()> {
     tx.prepare_cached("DELETE FROM reserved_locations WHERE expires_ms <= ?1")
         .and_then(|mut s| s.execute([now]))
         .map_err(internal)?;
-    let location_owned = || location.to_string();
-    if let Some(other) = super::writes::overlapping_object(tx, catalog, location, ident)? {
-        let location = location_owned();
+    let location = || r.location.to_string();
+    if let Some(other) = super::writes::overlapping_object(tx, r.catalog, r.location, &nobody())? {
+        let location = location();
         return Err(StoreError::LocationOverlap { location, other });
     }
-    if let Some(purging) = super::dropped::purge_overlapping(tx, location)? {
-        let location = location_owned();
+    if let Some(purging) = super::dropped::purge_overlapping(tx, r.location)? {
+        let location = location();
         return Err(StoreError::LocationPurging { location, purging });
     }
-    check_unreserved(tx, catalog, location, ident, now)?;
+    let claim = Claim::Reserve {
+        catalog: r.catalog,
+        ident: r.ident,
+        principal: r.principal,
+    };
+    check(tx, r.location, &claim, now)?;
     tx.prepare_cached(
-        "INSERT INTO reserved_locations (catalog_id, namespace, name, location, expires_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT DO UPDATE SET expires_ms = max(expires_ms, excluded.expires_ms)",
+        "INSERT INTO reserved_locations
+             (catalog_id, namespace, name, location, table_uuid, principal, expires_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT DO UPDATE SET table_uuid = excluded.table_uuid,
+             principal = excluded.principal, expires_ms = max(expires_ms, excluded.expires_ms)",
     )
     .and_then(|mut s| {
         s.execute(params![
-            catalog.0,
-            ident.namespace.key(),
-            ident.name,
-            location,
-            expires_ms
+            r.catalog.0,
+            r.ident.namespace.key(),
+            r.ident.name,
+            r.location,
+            r.table_uuid,
+            r.principal,
+            r.expires_ms
         ])
     })
     .map_err(internal)?;
     Ok(())
 }
 
-/// `LocationReserved` if a live reservation of another name than `ident` contains the
-/// canonical `location` or lies inside it. Index lookups, as for objects
+/// `LocationReserved` if a live reservation that contains the canonical `location`, or
+/// lies inside it, refuses `claim`. Index lookups, as for objects
 /// (`writes::overlapping_object`).
-pub(super) fn check_unreserved(
-    conn: &Connection,
-    catalog: CatalogId,
-    location: &str,
-    ident: &Ident,
-    now: i64,
-) -> StoreResult<()> {
-    let not_self = "NOT (catalog_id = ?4 AND namespace = ?2 AND name = ?3) AND expires_ms > ?5";
-    let ns_key = ident.namespace.key();
-    let row = |r: &rusqlite::Row| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
-    let mut found: Option<(String, String)> = None;
-    {
-        let mut ancestor = conn
-            .prepare_cached(&format!(
-                "SELECT namespace, name FROM reserved_locations WHERE location = ?1 AND {not_self} LIMIT 1"
-            ))
+pub(super) fn check(conn: &Connection, location: &str, claim: &Claim, now: i64) -> StoreResult<()> {
+    const COLUMNS: &str = "catalog_id, namespace, name, table_uuid, principal";
+    let row = |r: &rusqlite::Row| {
+        Ok(Held {
+            catalog: CatalogId(r.get(0)?),
+            namespace: r.get(1)?,
+            name: r.get(2)?,
+            table_uuid: r.get(3)?,
+            principal: r.get(4)?,
+        })
+    };
+    let mut held: Vec<Held> = Vec::new();
+    let mut at = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM reserved_locations WHERE location = ?1 AND expires_ms > ?2"
+        ))
+        .map_err(internal)?;
+    for candidate in location_prefixes(location) {
+        let rows = at
+            .query_map(params![candidate, now], row)
             .map_err(internal)?;
-        for candidate in location_prefixes(location) {
-            found = ancestor
-                .query_row(params![candidate, ns_key, ident.name, catalog.0, now], row)
-                .optional()
-                .map_err(internal)?;
-            if found.is_some() {
-                break;
-            }
+        for h in rows {
+            held.push(h.map_err(internal)?);
         }
     }
-    if found.is_none() {
-        found = conn
-            .prepare_cached(&format!(
-                "SELECT namespace, name FROM reserved_locations
-                 WHERE location >= ?1 AND location < ?6 AND {not_self} LIMIT 1"
-            ))
-            .and_then(|mut s| {
-                s.query_row(
-                    params![
-                        location,
-                        ns_key,
-                        ident.name,
-                        catalog.0,
-                        now,
-                        location_upper_bound(location)
-                    ],
-                    row,
-                )
-                .optional()
-            })
-            .map_err(internal)?;
+    let mut inside = conn
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM reserved_locations
+             WHERE location >= ?1 AND location < ?2 AND expires_ms > ?3"
+        ))
+        .map_err(internal)?;
+    let upper = location_upper_bound(location);
+    let rows = inside
+        .query_map(params![location, upper, now], row)
+        .map_err(internal)?;
+    for h in rows {
+        held.push(h.map_err(internal)?);
     }
-    match found {
-        Some((namespace, name)) => Err(StoreError::LocationReserved {
+    match refusing(&held, claim) {
+        Some(h) => Err(StoreError::LocationReserved {
             location: location.to_string(),
-            staged: Ident {
-                namespace: Namespace::from_key(&namespace),
-                name,
-            },
+            staged: h.ident(),
         }),
         None => Ok(()),
     }

@@ -9,6 +9,7 @@ use super::{
     reserved, stored_object,
 };
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
+use crate::store::reservations::Claim;
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
     CatalogRow, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PolicyWrite, Presence,
@@ -147,8 +148,20 @@ fn apply_mutation(
             catalog,
             ident,
             location,
+            table_uuid,
+            principal,
             expires_ms,
-        } => reserved::reserve(tx, *catalog, ident, location, *expires_ms, now)?,
+        } => {
+            let reservation = reserved::Reservation {
+                catalog: *catalog,
+                ident,
+                location,
+                table_uuid,
+                principal,
+                expires_ms: *expires_ms,
+            };
+            reserved::reserve(tx, &reservation, now)?
+        }
         Mutation::RecordMetrics {
             catalog,
             ident,
@@ -622,7 +635,12 @@ fn commit_object(
                 purging,
             });
         }
-        reserved::check_unreserved(tx, id, &w.location, &w.ident, now)?;
+        let claim = Claim::Write {
+            catalog: id,
+            ident: &w.ident,
+            metadata: &w.metadata,
+        };
+        reserved::check(tx, &w.location, &claim, now)?;
     }
     Ok(())
 }
