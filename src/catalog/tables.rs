@@ -29,6 +29,7 @@ use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::Operation;
 use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
+use crate::store::reservations::Reservation;
 use crate::store::{Mutation, ObjectWrite, StoreError, StoredObject};
 
 /// How long past its credentials' expiry a staged create holds its location: clocks
@@ -299,7 +300,7 @@ impl Catalog {
                 // Held until the credentials expire, checked again under the store's
                 // locks: a table created inside it meanwhile would be theirs to read.
                 Some(expires_ms) => {
-                    let reserve = Mutation::ReserveLocation {
+                    let reserve = Mutation::ReserveLocation(Reservation {
                         catalog: record.id,
                         ident,
                         location: canonical,
@@ -307,7 +308,7 @@ impl Catalog {
                         principal: ctx.principal.name.clone(),
                         // A node's clock may run ahead of the one that set the expiry.
                         expires_ms: expires_ms.saturating_add(RESERVATION_GRACE_MS),
-                    };
+                    });
                     self.write(ctx, reserve, &outcome, Vec::new()).await?;
                 }
                 None => self.record_outcome(ctx, &outcome).await?,

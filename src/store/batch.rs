@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::reservations::Reservation;
 use super::{
     DroppedObject, ExpectedText, ObjectWrite, PendingPurge, Retention, StoreError, StoredObject,
     StoredProperties,
@@ -142,22 +143,9 @@ pub enum Mutation {
         to: Ident,
         expected: String,
     },
-    /// Holds a staged create's canonical `location` for `ident` until `expires_ms`, when
-    /// the credentials vended for it expire: until then no table or view may be written
-    /// in it or around it (`LocationReserved`) but the staged create itself, under its
-    /// name and `table_uuid` (`reservations::refusing`), as they would be reachable with
-    /// those credentials. Refused, holding nothing, where any object's location, a
-    /// purge's or another staged create's overlaps it (but the same name's, staged by
-    /// the same `principal`: a retry). A location held again under the same name takes
-    /// the new uuid and keeps the later expiry.
-    ReserveLocation {
-        catalog: CatalogId,
-        ident: Ident,
-        location: String,
-        table_uuid: String,
-        principal: String,
-        expires_ms: i64,
-    },
+    /// Holds a staged create's location until its credentials expire (see
+    /// [`Reservation`]).
+    ReserveLocation(Reservation),
     /// Keeps a validated scan or commit metrics report.
     RecordMetrics {
         catalog: CatalogId,
@@ -224,7 +212,7 @@ impl Mutation {
             | Mutation::FinishPurge { .. }
             | Mutation::DeferPurge { .. }
             // A reservation changes no object (a create of its name is a write of its own).
-            | Mutation::ReserveLocation { .. }
+            | Mutation::ReserveLocation(_)
             | Mutation::RecordMetrics { .. } => {}
             Mutation::CreateCatalog(_)
             | Mutation::UpdateCatalog { .. }

@@ -1,5 +1,5 @@
-//! Who may pass a location held for a staged create ([`Mutation::ReserveLocation`]):
-//! pure rules both stores apply to the live reservations their index lookups found
+//! Locations held for staged creates ([`Mutation::ReserveLocation`]), and who may pass
+//! one: pure rules both stores apply to the live reservations their index lookups found
 //! overlapping a location.
 //!
 //! The staged create's credentials reach its location before any table lives there.
@@ -13,6 +13,24 @@
 //! [`Mutation::ReserveLocation`]: super::Mutation::ReserveLocation
 
 use crate::model::{CatalogId, Ident, Namespace};
+
+/// A staged create's canonical `location` held for `ident` until `expires_ms`, when the
+/// credentials vended for it expire: until then no table or view may be written in it
+/// or around it (`LocationReserved`) but the staged create itself, under its name and
+/// `table_uuid` ([`refusing`]), as they would be reachable with those credentials.
+/// Refused, holding nothing, where any object's location, a purge's or another staged
+/// create's overlaps it (but the same name's, staged by the same `principal`: a retry).
+/// A location held again under the same name takes the new uuid and keeps the later
+/// expiry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+    pub catalog: CatalogId,
+    pub ident: Ident,
+    pub location: String,
+    pub table_uuid: String,
+    pub principal: String,
+    pub expires_ms: i64,
+}
 
 /// A live reservation overlapping the location asked for, as a store read it.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,6 +12,7 @@ use floe::model::{
     now_ms, CatalogId, CatalogRecord, CatalogType, Ident, Namespace, ObjectKind, Properties,
 };
 use floe::store::postgres::PostgresStore;
+use floe::store::reservations::Reservation;
 use floe::store::sqlite::SqliteStore;
 use floe::store::{
     Applied, EventRead, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PageRequest,
@@ -424,14 +425,14 @@ async fn staged_locations_are_held_until_they_expire(store: Arc<dyn Store>) {
     let c = catalog_with_db(&store, "c").await;
     let staged = ident(&["db"], "staged");
     let reserve = |who: &Ident, location: &str, uuid: &str, principal: &str, expires_ms| {
-        batch(Mutation::ReserveLocation {
+        batch(Mutation::ReserveLocation(Reservation {
             catalog: c.id,
             ident: who.clone(),
             location: format!("{WAREHOUSE}{location}/"),
             table_uuid: uuid.into(),
             principal: principal.into(),
             expires_ms,
-        })
+        }))
     };
     let reserved_by = |got: Result<Applied, StoreError>, by: &Ident, what: &str| match got {
         Err(StoreError::LocationReserved { staged, .. }) => assert_eq!(&staged, by, "{what}"),

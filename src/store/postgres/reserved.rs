@@ -9,8 +9,8 @@
 use tokio_postgres::types::Type;
 
 use super::{int8, text, Attempt, Queries};
-use crate::model::{CatalogId, Ident};
-use crate::store::reservations::{refusing, Claim, Held};
+use crate::model::CatalogId;
+use crate::store::reservations::{refusing, Claim, Held, Reservation};
 use crate::store::{location_prefixes, location_upper_bound, nobody, StoreError};
 
 /// One row per (name, location) held; `location` is canonical (ends in `/`), in the "C"
@@ -31,20 +31,10 @@ CREATE INDEX reserved_by_location ON reserved_locations (location);
 CREATE INDEX reserved_by_expiry ON reserved_locations (expires_ms)
 "#;
 
-/// The batch's `ReserveLocation`.
-pub(super) struct Reservation<'a> {
-    pub catalog: CatalogId,
-    pub ident: &'a Ident,
-    pub location: &'a str,
-    pub table_uuid: &'a str,
-    pub principal: &'a str,
-    pub expires_ms: i64,
-}
-
 /// Holds the location after the checks a create makes (under a create's locks), against
 /// every object (its own name's too: a table of that name created since the staged
 /// create looked would be reachable), and the live reservations.
-pub(super) async fn reserve(q: &impl Queries, r: &Reservation<'_>, now: i64) -> Attempt<()> {
+pub(super) async fn reserve(q: &impl Queries, r: &Reservation, now: i64) -> Attempt<()> {
     // Expired rows go a few at a time, skipping those another transaction is deleting,
     // so that reservations on different nodes do not queue behind one another here.
     q.execute_all_typed(
@@ -56,10 +46,10 @@ pub(super) async fn reserve(q: &impl Queries, r: &Reservation<'_>, now: i64) -> 
     .await?;
     let claim = Claim::Reserve {
         catalog: r.catalog,
-        ident: r.ident,
-        principal: r.principal,
+        ident: &r.ident,
+        principal: &r.principal,
     };
-    super::objects::check_free(q, r.catalog, r.location, &nobody(), &claim, now).await?;
+    super::objects::check_free(q, r.catalog, &r.location, &nobody(), &claim, now).await?;
     q.execute_all_typed(
         "INSERT INTO reserved_locations
              (catalog_id, namespace, name, location, table_uuid, principal, expires_ms)

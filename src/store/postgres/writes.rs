@@ -109,23 +109,8 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
             to,
             expected,
         } => rename_object(q, *catalog, *kind, from, to, expected).await?,
-        Mutation::ReserveLocation {
-            catalog,
-            ident,
-            location,
-            table_uuid,
-            principal,
-            expires_ms,
-        } => {
-            let reservation = reserved::Reservation {
-                catalog: *catalog,
-                ident,
-                location,
-                table_uuid,
-                principal,
-                expires_ms: *expires_ms,
-            };
-            reserved::reserve(q, &reservation, batch.now_ms).await?
+        Mutation::ReserveLocation(reservation) => {
+            reserved::reserve(q, reservation, batch.now_ms).await?
         }
         Mutation::RecordMetrics {
             catalog,

@@ -40,7 +40,7 @@ pub(super) fn changes_membership(mutation: &Mutation) -> bool {
         | Mutation::ForgetDropped { .. }
         | Mutation::FinishPurge { .. }
         | Mutation::DeferPurge { .. }
-        | Mutation::ReserveLocation { .. }
+        | Mutation::ReserveLocation(_)
         | Mutation::RecordMetrics { .. } => false,
         // A commit adds a name only when it creates an object.
         Mutation::CommitObjects { writes, .. } => writes

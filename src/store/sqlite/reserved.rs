@@ -7,8 +7,8 @@
 use rusqlite::{params, Connection, Transaction};
 
 use super::internal;
-use crate::model::{CatalogId, Ident};
-use crate::store::reservations::{refusing, Claim, Held};
+use crate::model::CatalogId;
+use crate::store::reservations::{refusing, Claim, Held, Reservation};
 use crate::store::{location_prefixes, location_upper_bound, nobody, StoreError, StoreResult};
 
 /// One row per (name, location) held; `location` is canonical (ends in `/`). Expired rows
@@ -28,16 +28,6 @@ CREATE INDEX reserved_by_location ON reserved_locations (location);
 CREATE INDEX reserved_by_expiry ON reserved_locations (expires_ms);
 "#;
 
-/// The batch's `ReserveLocation`.
-pub(super) struct Reservation<'a> {
-    pub catalog: CatalogId,
-    pub ident: &'a Ident,
-    pub location: &'a str,
-    pub table_uuid: &'a str,
-    pub principal: &'a str,
-    pub expires_ms: i64,
-}
-
 /// Holds the location after the checks a create makes, against every object (its own
 /// name's too: a table of that name created since the staged create looked would be
 /// reachable), and the live reservations (`reservations::refusing`).
@@ -46,20 +36,20 @@ pub(super) fn reserve(tx: &Transaction, r: &Reservation, now: i64) -> StoreResul
         .and_then(|mut s| s.execute([now]))
         .map_err(internal)?;
     let location = || r.location.to_string();
-    if let Some(other) = super::writes::overlapping_object(tx, r.catalog, r.location, &nobody())? {
+    if let Some(other) = super::writes::overlapping_object(tx, r.catalog, &r.location, &nobody())? {
         let location = location();
         return Err(StoreError::LocationOverlap { location, other });
     }
-    if let Some(purging) = super::dropped::purge_overlapping(tx, r.location)? {
+    if let Some(purging) = super::dropped::purge_overlapping(tx, &r.location)? {
         let location = location();
         return Err(StoreError::LocationPurging { location, purging });
     }
     let claim = Claim::Reserve {
         catalog: r.catalog,
-        ident: r.ident,
-        principal: r.principal,
+        ident: &r.ident,
+        principal: &r.principal,
     };
-    check(tx, r.location, &claim, now)?;
+    check(tx, &r.location, &claim, now)?;
     tx.prepare_cached(
         "INSERT INTO reserved_locations
              (catalog_id, namespace, name, location, table_uuid, principal, expires_ms)

@@ -144,24 +144,7 @@ fn apply_mutation(
             to,
             expected,
         } => rename_object(tx, *catalog, *kind, from, to, expected)?,
-        Mutation::ReserveLocation {
-            catalog,
-            ident,
-            location,
-            table_uuid,
-            principal,
-            expires_ms,
-        } => {
-            let reservation = reserved::Reservation {
-                catalog: *catalog,
-                ident,
-                location,
-                table_uuid,
-                principal,
-                expires_ms: *expires_ms,
-            };
-            reserved::reserve(tx, &reservation, now)?
-        }
+        Mutation::ReserveLocation(reservation) => reserved::reserve(tx, reservation, now)?,
         Mutation::RecordMetrics {
             catalog,
             ident,
