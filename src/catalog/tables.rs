@@ -270,7 +270,6 @@ impl Catalog {
         super::commit_checks::check_built(&built.metadata)?;
         let (metadata, changes) = (built.metadata, built.changes);
         let json = metadata_json(&metadata)?;
-        let table_uuid = metadata.uuid().to_string();
         if request.stage_create {
             require_internal(&record, ObjectKind::Table, "create")?;
             // Nothing is stored until the client commits the create; the name must be
@@ -304,7 +303,7 @@ impl Catalog {
                         catalog: record.id,
                         ident,
                         location: canonical,
-                        table_uuid,
+                        table_uuid: metadata.uuid().to_string(),
                         principal: ctx.principal.name.clone(),
                         // A node's clock may run ahead of the one that set the expiry.
                         expires_ms: expires_ms.saturating_add(RESERVATION_GRACE_MS),

@@ -35,21 +35,12 @@ pub(super) fn reserve(tx: &Transaction, r: &Reservation, now: i64) -> StoreResul
     tx.prepare_cached("DELETE FROM reserved_locations WHERE expires_ms <= ?1")
         .and_then(|mut s| s.execute([now]))
         .map_err(internal)?;
-    let location = || r.location.to_string();
-    if let Some(other) = super::writes::overlapping_object(tx, r.catalog, &r.location, &nobody())? {
-        let location = location();
-        return Err(StoreError::LocationOverlap { location, other });
-    }
-    if let Some(purging) = super::dropped::purge_overlapping(tx, &r.location)? {
-        let location = location();
-        return Err(StoreError::LocationPurging { location, purging });
-    }
     let claim = Claim::Reserve {
         catalog: r.catalog,
         ident: &r.ident,
         principal: &r.principal,
     };
-    check(tx, &r.location, &claim, now)?;
+    super::writes::check_free(tx, r.catalog, &r.location, &nobody(), &claim, now)?;
     tx.prepare_cached(
         "INSERT INTO reserved_locations
              (catalog_id, namespace, name, location, table_uuid, principal, expires_ms)

@@ -606,26 +606,36 @@ fn commit_object(
         }
     }
     if w.check_location {
-        if let Some(other) = overlapping_object(tx, id, &w.location, &w.ident)? {
-            return Err(StoreError::LocationOverlap {
-                location: w.location.clone(),
-                other,
-            });
-        }
-        if let Some(purging) = dropped::purge_overlapping(tx, &w.location)? {
-            return Err(StoreError::LocationPurging {
-                location: w.location.clone(),
-                purging,
-            });
-        }
         let claim = Claim::Write {
             catalog: id,
             ident: &w.ident,
             metadata: &w.metadata,
         };
-        reserved::check(tx, &w.location, &claim, now)?;
+        check_free(tx, id, &w.location, &w.ident, &claim, now)?;
     }
     Ok(())
+}
+
+/// Refuses the canonical `location` where another object's location than `ident`'s, a
+/// purge's, or a staged create's that refuses `claim` overlaps it (a create's check, and
+/// a staged create's before it holds the location).
+pub(super) fn check_free(
+    tx: &Transaction,
+    id: CatalogId,
+    location: &str,
+    ident: &Ident,
+    claim: &Claim,
+    now: i64,
+) -> StoreResult<()> {
+    if let Some(other) = overlapping_object(tx, id, location, ident)? {
+        let location = location.to_string();
+        return Err(StoreError::LocationOverlap { location, other });
+    }
+    if let Some(purging) = dropped::purge_overlapping(tx, location)? {
+        let location = location.to_string();
+        return Err(StoreError::LocationPurging { location, purging });
+    }
+    reserved::check(tx, location, claim, now)
 }
 
 /// The table or view whose location contains `location`, or lies inside it, if any
