@@ -47,6 +47,16 @@ impl TableConfig {
     }
 }
 
+impl TableConfig {
+    /// Whether it tells the client to have its requests signed by the catalog.
+    pub fn signs(&self) -> bool {
+        self.config.get(REMOTE_SIGNING).map(String::as_str) == Some("true")
+    }
+}
+
+/// The config key that turns remote signing on.
+const REMOTE_SIGNING: &str = "s3.remote-signing-enabled";
+
 /// The credential config key that says when its keys expire (milliseconds since 1970).
 const EXPIRES_AT_MS: &str = "s3.session-token-expires-at-ms";
 
@@ -271,8 +281,7 @@ impl Catalog {
             out.credentials.push(credential);
         } else {
             let sign = table_endpoint(catalog, ident, "sign");
-            out.config
-                .insert("s3.remote-signing-enabled".into(), "true".into());
+            out.config.insert(REMOTE_SIGNING.into(), "true".into());
             out.config.insert("s3.signer.endpoint".into(), sign.clone());
             out.config.insert("signer.endpoint".into(), sign);
             // PyIceberg signs only when told which signer to use (Java ignores this).
@@ -337,7 +346,9 @@ impl Catalog {
     }
 
     /// `GET …/credentials`: fresh (or cached) credentials for the table, scoped by the
-    /// caller's privileges. Empty on storage that vends nothing.
+    /// caller's privileges. Empty on storage that vends nothing. A staged table (not
+    /// committed yet) gets them for the location its caller's staged create holds, and
+    /// the hold is kept until they expire (`staged.rs`).
     pub async fn load_credentials(
         &self,
         ctx: &RequestContext,
@@ -345,24 +356,42 @@ impl Catalog {
         ident: &Ident,
     ) -> CatalogResult<Vec<StorageCredential>> {
         let level = self.data_access(ctx, catalog, ident)?;
-        let table = self
+        let loaded = self
             .load_table(ctx, catalog, ident, SnapshotsMode::Refs)
-            .await?;
+            .await;
         let record = self.get_catalog(catalog).await?;
-        match StorageConfig::of(&record.storage_config) {
-            StorageConfig::S3(s3) if s3.can_vend() => {
-                let (location, locations) = Self::file_locations(&table.metadata)?;
-                Ok(vec![
-                    self.vend(&record, &s3, Some(ident), location, &locations, level)
-                        .await?,
-                ])
-            }
-            _ => Ok(Vec::new()),
+        let StorageConfig::S3(s3) = StorageConfig::of(&record.storage_config) else {
+            return loaded.map(|_| Vec::new());
+        };
+        if !s3.can_vend() {
+            return loaded.map(|_| Vec::new());
         }
+        let (location, locations, staged) = match loaded {
+            Ok(table) => {
+                let (location, locations) = Self::file_locations(&table.metadata)?;
+                (location, locations, None)
+            }
+            Err(missing) => {
+                let staged = self.staged_location(ctx, &record, ident, missing).await?;
+                (staged.location, staged.locations, Some(staged.hold))
+            }
+        };
+        let credential = self
+            .vend(&record, &s3, Some(ident), location, &locations, level)
+            .await?;
+        if let Some(hold) = staged {
+            let expires = credential.config.get(EXPIRES_AT_MS);
+            if let Some(expires) = expires.and_then(|e| e.parse().ok()) {
+                self.hold_staged_until(hold, expires).await?;
+            }
+        }
+        Ok(vec![credential])
     }
 
     /// `POST …/sign`: checks the request against the table and the caller's privileges,
-    /// then signs it with the catalog's key.
+    /// then signs it with the catalog's key. A staged table (not committed yet) is
+    /// signed for within the location its caller's staged create holds, and the hold is
+    /// kept while the signature is usable (`staged.rs`).
     pub async fn sign_request(
         &self,
         ctx: &RequestContext,
@@ -370,16 +399,23 @@ impl Catalog {
         ident: &Ident,
         request: SignRequest,
     ) -> CatalogResult<SignResult> {
-        let table = self
+        let loaded = self
             .load_table(ctx, catalog, ident, SnapshotsMode::Refs)
-            .await?;
+            .await;
         let record = self.get_catalog(catalog).await?;
         let StorageConfig::S3(s3) = StorageConfig::of(&record.storage_config) else {
+            loaded?;
             return Err(CatalogError::bad_request(format!(
                 "Catalog {catalog} is not on S3 storage: there is nothing to sign"
             )));
         };
-        let (_, locations) = Self::file_locations(&table.metadata)?;
+        let (locations, staged) = match loaded {
+            Ok(table) => (Self::file_locations(&table.metadata)?.1, None),
+            Err(missing) => {
+                let staged = self.staged_location(ctx, &record, ident, missing).await?;
+                (staged.locations, Some(staged.hold))
+            }
+        };
         let refuse = |r: Refusal| match r {
             Refusal::BadRequest(m) => CatalogError::bad_request(m),
             Refusal::Forbidden(m) => CatalogError::Forbidden(m),
@@ -393,6 +429,9 @@ impl Catalog {
             )));
         }
         let keys = server_keys(&s3)?;
+        if let Some(hold) = staged {
+            self.hold_staged_for_signing(hold).await?;
+        }
         signing::sign(&keys, &request).map_err(refuse)
     }
 }

@@ -51,6 +51,7 @@ pub mod scan;
 pub mod schemas;
 pub use parsed::set_self_check;
 pub mod security;
+mod staged;
 pub mod tables;
 pub mod temporal;
 pub mod views;

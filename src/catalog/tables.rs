@@ -32,10 +32,6 @@ use crate::model::{CatalogRecord, Ident, Namespace, ObjectKind};
 use crate::store::reservations::Reservation;
 use crate::store::{Mutation, ObjectWrite, StoreError, StoredObject};
 
-/// How long past its credentials' expiry a staged create holds its location: clocks
-/// of nodes and of STS may disagree by this much.
-const RESERVATION_GRACE_MS: i64 = 60_000;
-
 /// The body of a create-table request.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -295,9 +291,10 @@ impl Catalog {
                 metadata: json.into(),
             };
             let outcome = Outcome::Table(staged.clone());
-            match config.expires_at_ms() {
-                // Held until the credentials expire, checked again under the store's
-                // locks: a table created inside it meanwhile would be theirs to read.
+            match self.staged_hold_until(&config, crate::model::now_ms()) {
+                // Held while what was delegated reaches it, checked again under the
+                // store's locks: a table created inside it meanwhile would be theirs
+                // to read (`staged.rs`).
                 Some(expires_ms) => {
                     let reserve = Mutation::ReserveLocation(Reservation {
                         catalog: record.id,
@@ -305,8 +302,7 @@ impl Catalog {
                         location: canonical,
                         table_uuid: metadata.uuid().to_string(),
                         principal: ctx.principal.name.clone(),
-                        // A node's clock may run ahead of the one that set the expiry.
-                        expires_ms: expires_ms.saturating_add(RESERVATION_GRACE_MS),
+                        expires_ms,
                     });
                     self.write(ctx, reserve, &outcome, Vec::new()).await?;
                 }

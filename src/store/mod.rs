@@ -284,6 +284,14 @@ pub trait Store: Send + Sync + 'static {
         location: &str,
         ident: &Ident,
     ) -> StoreResult<Option<Ident>>;
+    /// The live holds of staged creates under `ident` whose commit has not landed (one
+    /// per location staged): what `/sign` and `/credentials` serve a staged table from.
+    async fn staged_holds(
+        &self,
+        catalog: CatalogId,
+        ident: &Ident,
+        now_ms: i64,
+    ) -> StoreResult<Vec<reservations::Reservation>>;
     /// Names of the tables or views in a namespace, ordered by name.
     async fn list_objects(
         &self,

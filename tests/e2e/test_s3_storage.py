@@ -197,7 +197,15 @@ def test_a_staged_creates_location_is_held_while_its_credentials_live(lake, s3_s
     r = root.call("POST", tables, {"name": "held", "schema": SCHEMA, "location": location})
     assert r.status_code == 400 and "staged create" in r.text, r.text
     metadata = r_staged["metadata"]
-    r = root.call("POST", f"{tables}/held", {
+    r = commit_staged(root, "held", metadata)
+    assert r.json()["metadata"]["table-uuid"] == metadata["table-uuid"]
+    assert staged.get_object(Bucket="lake", Key=key_of(r.json()["metadata-location"]))
+
+
+def commit_staged(root: Client, name: str, metadata: dict):
+    """The staged create's second step, as engines send it: its response's metadata
+    committed with assert-create."""
+    r = root.call("POST", f"/v1/lake/namespaces/ns/tables/{name}", {
         "requirements": [{"type": "assert-create"}],
         "updates": [
             {"action": "assign-uuid", "uuid": metadata["table-uuid"]},
@@ -208,11 +216,81 @@ def test_a_staged_creates_location_is_held_while_its_credentials_live(lake, s3_s
             {"action": "set-default-spec", "spec-id": -1},
             {"action": "add-sort-order", "sort-order": {"order-id": 0, "fields": []}},
             {"action": "set-default-sort-order", "sort-order-id": -1},
-            {"action": "set-location", "location": location},
+            {"action": "set-location", "location": metadata["location"]},
         ]})
     assert r.status_code == 200, r.text
-    assert r.json()["metadata"]["table-uuid"] == metadata["table-uuid"]
-    assert staged.get_object(Bucket="lake", Key=key_of(r.json()["metadata-location"]))
+    return r
+
+
+def signed_request(root: Client, sign: str, s3_server, method: str, key: str, body=b""):
+    """Has `method` on `key` signed through `sign`, then sends it to the S3 server."""
+    r = root.call("POST", sign, sign_body(s3_server, method, key))
+    assert r.status_code == 200, r.text
+    signed = r.json()
+    headers = {k: v[0] for k, v in signed["headers"].items()}
+    return requests.request(method, signed["uri"], headers=headers, data=body, timeout=30)
+
+
+def test_a_staged_table_is_signed_and_vended_for_before_its_commit(lake, s3_server):
+    """Engines write a staged table's data files before they commit it (Spark's CTAS,
+    PyIceberg's create-table transaction): `/sign` and `/credentials` serve it from the
+    location its staged create holds, to its stager only, until its commit lands."""
+    _, root, _ = lake
+    tables = "/v1/lake/namespaces/ns/tables"
+    admin = s3_server.client()
+    writer = principal_with(root, "staged_other_writer", "TABLE_WRITE_DATA")
+
+    # Remote signing: writes inside the staged location are signed, and land.
+    r = root.call("POST", tables, {"name": "staged_signed", "schema": SCHEMA,
+                                   "stage-create": True}, headers=SIGNING)
+    assert r.status_code == 200, r.text
+    metadata = r.json()["metadata"]
+    assert r.json()["config"]["s3.signer.endpoint"].endswith("/tables/staged_signed/sign")
+    data_key = key_of(metadata["location"]) + "/data/0.parquet"
+    sign = f"{tables}/staged_signed/sign"
+    put = signed_request(root, sign, s3_server, "PUT", data_key, b"rows")
+    assert put.status_code == 200, put.text
+    assert admin.get_object(Bucket="lake", Key=data_key)["Body"].read() == b"rows"
+    # Outside its location: 403; for another principal, or a name nobody staged: 404,
+    # as for any table that does not exist.
+    outside = key_of(metadata["location"]) + "-x/data/0.parquet"
+    r = root.call("POST", sign, sign_body(s3_server, "PUT", outside))
+    assert r.status_code == 403, r.text
+    for who, path in [(writer, sign), (root, f"{tables}/never_staged/sign")]:
+        r = who.call("POST", path, sign_body(s3_server, "GET", data_key))
+        assert r.status_code == 404, r.text
+        assert r.json()["error"]["type"] == "NoSuchTableException"
+    # Committed: signed as the table; dropped: the hold no longer serves it.
+    commit_staged(root, "staged_signed", metadata)
+    get = signed_request(root, sign, s3_server, "GET", data_key)
+    assert get.status_code == 200 and get.content == b"rows"
+    assert root.call("DELETE", f"{tables}/staged_signed").status_code == 204
+    r = root.call("POST", sign, sign_body(s3_server, "GET", data_key))
+    assert r.status_code == 404, r.text
+
+    # Vended credentials: refreshed through `/credentials` before the commit, confined
+    # to the staged location.
+    r = root.call("POST", tables, {"name": "staged_vended", "schema": SCHEMA,
+                                   "stage-create": True}, headers=VENDED)
+    assert r.status_code == 200, r.text
+    metadata = r.json()["metadata"]
+    refresh = creds_of(r.json())["client.refresh-credentials-endpoint"]
+    r = root.call("GET", "/" + refresh)
+    assert r.status_code == 200, r.text
+    [credential] = r.json()["storage-credentials"]
+    assert credential["prefix"] == metadata["location"]
+    fresh = s3_as(s3_server, credential["config"])
+    data_key = key_of(metadata["location"]) + "/data/0.parquet"
+    fresh.put_object(Bucket="lake", Key=data_key, Body=b"rows")
+    outside = key_of(metadata["location"]) + "-x/data/0.parquet"
+    assert denied(lambda: fresh.put_object(Bucket="lake", Key=outside, Body=b"x")) == "AccessDenied"
+    assert writer.call("GET", "/" + refresh).status_code == 404
+    # Still held: nothing else may be created inside it.
+    r = root.call("POST", tables, {"name": "in_staged_vended", "schema": SCHEMA,
+                                   "location": metadata["location"] + "/in"})
+    assert r.status_code == 400 and "staged create" in r.text, r.text
+    commit_staged(root, "staged_vended", metadata)
+    assert root.call("GET", "/" + refresh).status_code == 200
 
 
 def test_privileges_decide_read_only_or_nothing(lake, s3_server):
@@ -542,22 +620,40 @@ def sign_requests(server) -> float:
                if s.labels.get("route") == route and s.labels.get("status") == "2xx")
 
 
-def test_pyiceberg_reads_and_writes_with_remote_signing_only(lake, s3_server, monkeypatch):
-    """PyIceberg's fsspec FileIO with Floe's signer: no S3 keys anywhere in the client,
-    none vended; every object request is signed by Floe."""
-    server, root, _ = lake
+def pyiceberg_signing_only(server, monkeypatch):
+    """A PyIceberg catalog with no S3 keys, whose fsspec FileIO has Floe sign everything."""
     # PyIceberg's FsspecFileIO re-installs its signer on the process-wide s3fs client
     # from every worker thread (unregister, then register): a request that another
     # worker sends in between goes out unsigned and gets a 403 (apache/iceberg-python
-    # #3896; seen here in about one run in four). One worker keeps this test about Floe.
+    # #3896; seen here in about one run in four). One worker keeps these tests about Floe.
     from concurrent.futures import ThreadPoolExecutor
     from pyiceberg.utils.concurrent import ExecutorFactory
     one_worker = ThreadPoolExecutor(max_workers=1)
     monkeypatch.setattr(ExecutorFactory, "_instance", one_worker)
     monkeypatch.setattr(ExecutorFactory, "_instance_pid", os.getpid())
-    cat = pyiceberg_without_s3_keys(server, monkeypatch,
-                                    **{"header.X-Iceberg-Access-Delegation": "remote-signing",
-                                       "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"})
+    return pyiceberg_without_s3_keys(server, monkeypatch,
+                                     **{"header.X-Iceberg-Access-Delegation": "remote-signing",
+                                        "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO"})
+
+
+def test_pyiceberg_writes_a_staged_table_with_remote_signing_only(lake, s3_server, monkeypatch):
+    """A create-table transaction (a staged create, data appended, then the create
+    committed): its data files are written before the table exists, signed by Floe from
+    the location the staged create holds."""
+    server, root, _ = lake
+    cat = pyiceberg_signing_only(server, monkeypatch)
+    schema = pa.schema([pa.field("id", pa.int64())])
+    with cat.create_table_transaction("ns.py_staged_signed", schema=schema) as txn:
+        txn.append(pa.table({"id": [1, 2, 3]}))
+    rows = cat.load_table("ns.py_staged_signed").scan().to_arrow()
+    assert sorted(rows.column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_pyiceberg_reads_and_writes_with_remote_signing_only(lake, s3_server, monkeypatch):
+    """PyIceberg's fsspec FileIO with Floe's signer: no S3 keys anywhere in the client,
+    none vended; every object request is signed by Floe."""
+    server, root, _ = lake
+    cat = pyiceberg_signing_only(server, monkeypatch)
     before = sign_requests(server)
     table = write_and_read_back(cat, "ns.py_signed", s3_server)
     assert table.io.properties["s3.signer"] == "S3V4RestSigner"

@@ -251,3 +251,24 @@ def test_spark_with_remote_signing(spark, floe, lake, s3_server, spark_signed):
     signs = [r for r in seen if r[1] == f"/v1/{CATALOG}/namespaces/rs/tables/events/sign"]
     assert signs and all(r == ("POST", signs[0][1], 200) for r in signs), seen
     assert not refused(seen), seen
+
+
+def test_spark_creates_a_table_as_select_with_remote_signing(spark, floe, lake, s3_server,
+                                                             spark_signed):
+    """CTAS is a staged create: Spark writes the data files before the table exists, so
+    they are signed from the location the staged create holds; then the create commits."""
+    cat = spark_signed
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cat}.rs")
+    mark = floe.log_mark()
+    spark.sql(f"CREATE TABLE {cat}.rs.copied USING iceberg AS "
+              "SELECT id, CAST(id * 2 AS BIGINT) AS twice FROM range(5)")
+    assert rows(spark, f"SELECT id, twice FROM {cat}.rs.copied ORDER BY id") == [
+        (i, 2 * i) for i in range(5)]
+    seen = catalog_requests(floe, mark)
+    sign = f"/v1/{CATALOG}/namespaces/rs/tables/copied/sign"
+    signs = [r for r in seen if r[1] == sign]
+    assert signs and all(r == ("POST", sign, 200) for r in signs), seen
+    assert not refused(seen), seen
+    location = load(floe, "rs", "copied", SIGNING)["metadata"]["location"]
+    files = [r[0] for r in rows(spark, f"SELECT file_path FROM {cat}.rs.copied.files")]
+    assert files and all(f.startswith(location + "/data/") for f in files), files

@@ -102,6 +102,7 @@ contract!(
     locations_may_not_overlap,
     generic_tables_without_a_location_overlap_nothing,
     staged_locations_are_held_until_they_expire,
+    staged_holds_serve_their_table_until_its_commit_lands,
     lock_then_commit,
     lists_page_in_name_order,
     non_empty_namespaces_and_catalogs_cannot_be_dropped,
@@ -505,6 +506,85 @@ async fn staged_locations_are_held_until_they_expire(store: Arc<dyn Store>) {
     );
     tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
     commit(&store, c.id, vec![over]).await.unwrap();
+}
+
+/// What `/sign` and `/credentials` serve a staged table from: its live holds under that
+/// name, until the staged create's own commit lands (then never again, even when the
+/// same uuid holds it once more); a retry with a new uuid serves again.
+async fn staged_holds_serve_their_table_until_its_commit_lands(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let staged = ident(&["db"], "staged");
+    let hold = |uuid: &str, expires_ms| Reservation {
+        catalog: c.id,
+        ident: staged.clone(),
+        location: format!("{WAREHOUSE}a/s/"),
+        table_uuid: uuid.into(),
+        principal: "alice".into(),
+        expires_ms,
+    };
+    let holds = || store.staged_holds(c.id, &staged, now_ms());
+    assert_eq!(holds().await.unwrap(), vec![]);
+    let later = now_ms() + 600_000;
+    store
+        .write(batch(Mutation::ReserveLocation(hold("u1", later))))
+        .await
+        .unwrap();
+    assert_eq!(holds().await.unwrap(), vec![hold("u1", later)]);
+    let other = ident(&["db"], "other");
+    assert_eq!(
+        store.staged_holds(c.id, &other, now_ms()).await.unwrap(),
+        vec![]
+    );
+    // Extended: the later expiry; one past its expiry: nothing.
+    let extended = hold("u1", later + 1_000);
+    store
+        .write(batch(Mutation::ReserveLocation(extended.clone())))
+        .await
+        .unwrap();
+    assert_eq!(holds().await.unwrap(), vec![extended.clone()]);
+    let after = store.staged_holds(c.id, &staged, later + 1_000).await;
+    assert_eq!(after.unwrap(), vec![]);
+    // A refused commit lands nothing; the staged create's own commit does.
+    let own = |uuid: &str| ObjectWrite {
+        metadata: format!(r#"{{"format-version":2,"table-uuid":"{uuid}"}}"#),
+        ..create(ObjectKind::Table, &staged, "a/s")
+    };
+    assert!(commit(&store, c.id, vec![own("u9")]).await.is_err());
+    assert_eq!(holds().await.unwrap(), vec![extended]);
+    commit(&store, c.id, vec![own("u1")]).await.unwrap();
+    assert_eq!(holds().await.unwrap(), vec![]);
+    // Holding it again (its own table is there now) is refused and serves nothing.
+    let again = store.write(batch(Mutation::ReserveLocation(hold("u1", later + 2_000))));
+    assert!(matches!(
+        again.await,
+        Err(StoreError::LocationOverlap { .. })
+    ));
+    assert_eq!(holds().await.unwrap(), vec![]);
+    // Dropped: held again by the same uuid, it still serves nothing; a new staged create
+    // (a new uuid) does.
+    let expected = pointer(&store, "c", &staged).await.unwrap();
+    store
+        .write(batch(Mutation::DropObject {
+            catalog: c.id,
+            kind: ObjectKind::Table,
+            ident: staged.clone(),
+            expected,
+            retain: None,
+        }))
+        .await
+        .unwrap();
+    let again = hold("u1", later + 2_000);
+    store
+        .write(batch(Mutation::ReserveLocation(again)))
+        .await
+        .unwrap();
+    assert_eq!(holds().await.unwrap(), vec![]);
+    let retry = hold("u2", later + 3_000);
+    store
+        .write(batch(Mutation::ReserveLocation(retry.clone())))
+        .await
+        .unwrap();
+    assert_eq!(holds().await.unwrap(), vec![retry]);
 }
 
 /// A generic table may have no location (the catalog stores `""` and asks for no

@@ -636,6 +636,18 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn staged_holds(
+        &self,
+        catalog: CatalogId,
+        ident: &Ident,
+        now_ms: i64,
+    ) -> StoreResult<Vec<crate::store::reservations::Reservation>> {
+        self.read(|client| async move {
+            reserved::staged(client.as_ref(), catalog, ident, now_ms).await
+        })
+        .await
+    }
+
     async fn get_dropped(&self, id: &str) -> StoreResult<Option<DroppedObject>> {
         self.run(|client| async move { dropped::get(&client, id).await })
             .await

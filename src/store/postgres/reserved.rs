@@ -9,7 +9,7 @@
 use tokio_postgres::types::Type;
 
 use super::{int8, text, Attempt, Queries};
-use crate::model::CatalogId;
+use crate::model::{CatalogId, Ident};
 use crate::store::reservations::{refusing, Claim, Held, Reservation};
 use crate::store::{location_prefixes, location_upper_bound, nobody, StoreError};
 
@@ -30,6 +30,12 @@ CREATE TABLE reserved_locations (
 CREATE INDEX reserved_by_location ON reserved_locations (location);
 CREATE INDEX reserved_by_expiry ON reserved_locations (expires_ms)
 "#;
+
+/// Whether the staged create's own commit has landed: from then on the hold only
+/// guards the location until its credentials expire, and no longer serves the staged
+/// table's `/sign` and `/credentials` (nor extends), which the table itself now does.
+pub(super) const COMMITTED_MIGRATION: &str =
+    "ALTER TABLE reserved_locations ADD COLUMN committed BOOLEAN NOT NULL DEFAULT FALSE";
 
 /// Holds the location after the checks a create makes (under a create's locks), against
 /// every object (its own name's too: a table of that name created since the staged
@@ -56,7 +62,9 @@ pub(super) async fn reserve(q: &impl Queries, r: &Reservation, now: i64) -> Atte
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (catalog_id, namespace, name, location) DO UPDATE SET
              table_uuid = excluded.table_uuid, principal = excluded.principal,
-             expires_ms = GREATEST(reserved_locations.expires_ms, excluded.expires_ms)",
+             expires_ms = GREATEST(reserved_locations.expires_ms, excluded.expires_ms),
+             committed = reserved_locations.committed
+                 AND reserved_locations.table_uuid = excluded.table_uuid",
         &[
             int8(&r.catalog.0),
             text(&r.ident.namespace.key()),
@@ -72,7 +80,9 @@ pub(super) async fn reserve(q: &impl Queries, r: &Reservation, now: i64) -> Atte
 }
 
 /// `LocationReserved` if a live reservation that contains the canonical `location`, or
-/// lies inside it, refuses `claim` (without locks: the caller holds a create's).
+/// lies inside it, refuses `claim` (without locks: the caller holds a create's). A write
+/// that a hold lets through is the staged create's own commit: its holds are marked as
+/// landed.
 pub(super) async fn check(
     q: &impl Queries,
     location: &str,
@@ -103,12 +113,60 @@ pub(super) async fn check(
             principal: r.get(4),
         })
         .collect();
-    match refusing(&held, claim) {
-        Some(h) => Err(StoreError::LocationReserved {
+    if let Some(h) = refusing(&held, claim) {
+        return Err(StoreError::LocationReserved {
             location: location.to_string(),
             staged: h.ident(),
         }
-        .into()),
-        None => Ok(()),
+        .into());
     }
+    // Passed holds are the staged create's own (its name and uuid): it has landed.
+    if let (Some(h), Claim::Write { .. }) = (held.first(), claim) {
+        q.execute_all_typed(
+            "UPDATE reserved_locations SET committed = TRUE
+             WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND table_uuid = $4",
+            &[
+                int8(&h.catalog.0),
+                text(&h.namespace),
+                text(&h.name),
+                text(&h.table_uuid),
+            ],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The live holds of staged creates under `ident` that have not landed, one per
+/// location staged (a primary-key range).
+pub(super) async fn staged(
+    q: &impl Queries,
+    catalog: CatalogId,
+    ident: &Ident,
+    now: i64,
+) -> Attempt<Vec<Reservation>> {
+    let rows = q
+        .query_all_typed(
+            "SELECT location, table_uuid, principal, expires_ms FROM reserved_locations
+             WHERE catalog_id = $1 AND namespace = $2 AND name = $3
+               AND expires_ms > $4 AND NOT committed",
+            &[
+                int8(&catalog.0),
+                text(&ident.namespace.key()),
+                text(&ident.name),
+                int8(&now),
+            ],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| Reservation {
+            catalog,
+            ident: ident.clone(),
+            location: r.get(0),
+            table_uuid: r.get(1),
+            principal: r.get(2),
+            expires_ms: r.get(3),
+        })
+        .collect())
 }

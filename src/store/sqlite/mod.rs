@@ -631,6 +631,15 @@ impl Store for SqliteStore {
         self.read(|conn| writes::overlapping_object(conn, catalog, location, ident))
     }
 
+    async fn staged_holds(
+        &self,
+        catalog: CatalogId,
+        ident: &Ident,
+        now_ms: i64,
+    ) -> StoreResult<Vec<crate::store::reservations::Reservation>> {
+        self.read(|conn| reserved::staged(conn, catalog, ident, now_ms))
+    }
+
     async fn get_dropped(&self, id: &str) -> StoreResult<Option<DroppedObject>> {
         self.read(|conn| dropped::get(conn, id))
     }

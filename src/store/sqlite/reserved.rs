@@ -7,7 +7,7 @@
 use rusqlite::{params, Connection, Transaction};
 
 use super::internal;
-use crate::model::CatalogId;
+use crate::model::{CatalogId, Ident};
 use crate::store::reservations::{refusing, Claim, Held, Reservation};
 use crate::store::{location_prefixes, location_upper_bound, nobody, StoreError, StoreResult};
 
@@ -28,6 +28,12 @@ CREATE INDEX reserved_by_location ON reserved_locations (location);
 CREATE INDEX reserved_by_expiry ON reserved_locations (expires_ms);
 "#;
 
+/// Whether the staged create's own commit has landed: from then on the hold only
+/// guards the location until its credentials expire, and no longer serves the staged
+/// table's `/sign` and `/credentials` (nor extends), which the table itself now does.
+pub(super) const COMMITTED_MIGRATION: &str =
+    "ALTER TABLE reserved_locations ADD COLUMN committed INTEGER NOT NULL DEFAULT 0;";
+
 /// Holds the location after the checks a create makes, against every object (its own
 /// name's too: a table of that name created since the staged create looked would be
 /// reachable), and the live reservations (`reservations::refusing`).
@@ -46,7 +52,8 @@ pub(super) fn reserve(tx: &Transaction, r: &Reservation, now: i64) -> StoreResul
              (catalog_id, namespace, name, location, table_uuid, principal, expires_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
          ON CONFLICT DO UPDATE SET table_uuid = excluded.table_uuid,
-             principal = excluded.principal, expires_ms = max(expires_ms, excluded.expires_ms)",
+             principal = excluded.principal, expires_ms = max(expires_ms, excluded.expires_ms),
+             committed = CASE WHEN table_uuid = excluded.table_uuid THEN committed ELSE 0 END",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -65,7 +72,8 @@ pub(super) fn reserve(tx: &Transaction, r: &Reservation, now: i64) -> StoreResul
 
 /// `LocationReserved` if a live reservation that contains the canonical `location`, or
 /// lies inside it, refuses `claim`. Index lookups, as for objects
-/// (`writes::overlapping_object`).
+/// (`writes::overlapping_object`). A write that a hold lets through is the staged create's
+/// own commit: its holds are marked as landed.
 pub(super) fn check(conn: &Connection, location: &str, claim: &Claim, now: i64) -> StoreResult<()> {
     const COLUMNS: &str = "catalog_id, namespace, name, table_uuid, principal";
     let row = |r: &rusqlite::Row| {
@@ -104,11 +112,53 @@ pub(super) fn check(conn: &Connection, location: &str, claim: &Claim, now: i64) 
     for h in rows {
         held.push(h.map_err(internal)?);
     }
-    match refusing(&held, claim) {
-        Some(h) => Err(StoreError::LocationReserved {
+    if let Some(h) = refusing(&held, claim) {
+        return Err(StoreError::LocationReserved {
             location: location.to_string(),
             staged: h.ident(),
-        }),
-        None => Ok(()),
+        });
     }
+    // Passed holds are the staged create's own (its name and uuid): it has landed.
+    if let (Some(h), Claim::Write { .. }) = (held.first(), claim) {
+        conn.prepare_cached(
+            "UPDATE reserved_locations SET committed = 1
+             WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND table_uuid = ?4",
+        )
+        .and_then(|mut s| s.execute(params![h.catalog.0, h.namespace, h.name, h.table_uuid]))
+        .map_err(internal)?;
+    }
+    Ok(())
+}
+
+/// The live holds of staged creates under `ident` that have not landed, one per
+/// location staged (a primary-key range).
+pub(super) fn staged(
+    conn: &Connection,
+    catalog: CatalogId,
+    ident: &Ident,
+    now: i64,
+) -> StoreResult<Vec<Reservation>> {
+    let mut select = conn
+        .prepare_cached(
+            "SELECT location, table_uuid, principal, expires_ms FROM reserved_locations
+             WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3
+               AND expires_ms > ?4 AND committed = 0",
+        )
+        .map_err(internal)?;
+    let rows = select
+        .query_map(
+            params![catalog.0, ident.namespace.key(), ident.name, now],
+            |r| {
+                Ok(Reservation {
+                    catalog,
+                    ident: ident.clone(),
+                    location: r.get(0)?,
+                    table_uuid: r.get(1)?,
+                    principal: r.get(2)?,
+                    expires_ms: r.get(3)?,
+                })
+            },
+        )
+        .map_err(internal)?;
+    rows.map(|r| r.map_err(internal)).collect()
 }

@@ -154,6 +154,8 @@ CREATE TABLE notification_stamps (
 "#,
     // Locations held for staged creates while their vended credentials live.
     super::reserved::MIGRATION,
+    // Holds whose staged create has landed, which no longer serve its sign/credentials.
+    super::reserved::COMMITTED_MIGRATION,
 ];
 
 pub(super) fn migrate(conn: &mut Connection) -> anyhow::Result<()> {

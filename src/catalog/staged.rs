@@ -1,0 +1,131 @@
+//! A staged table's reach before its commit. A staged create that delegates access holds
+//! its location ([`Reservation`], `store/reservations.rs`): while vended credentials live,
+//! or, for remote signing, while the requests it signs stay usable. Until the create's
+//! own commit lands, that hold is also what `/credentials` and `/sign` serve the staged
+//! table from, as engines write a staged table's data files before they commit it (Spark's
+//! CTAS, PyIceberg's create-table transaction): only to the principal who staged it, and
+//! extended as they are used, so that a job longer than one credential's life goes on.
+//!
+//! Once the commit lands, the hold serves nothing more (the table does) and is never
+//! extended again: it only guards the location until what was handed out expires.
+
+use super::delegation::TableConfig;
+use super::error::{CatalogError, CatalogResult, Missing};
+use super::{Catalog, RequestContext};
+use crate::model::{now_ms, CatalogRecord, Ident};
+use crate::storage::location::{parse_object, ObjectLocation};
+use crate::store::reservations::Reservation;
+use crate::store::{Mutation, WriteBatch};
+
+/// How long past what it covers a hold lasts: clocks of nodes, of STS and of the object
+/// store may disagree by this much.
+pub(super) const RESERVATION_GRACE_MS: i64 = 60_000;
+
+/// How long a signed request stays usable: S3 takes a signature up to 15 minutes after
+/// the time it carries (`RequestTimeTooSkewed` beyond).
+const SIGNATURE_LIFE_MS: i64 = 15 * 60_000;
+
+/// A staged table's location, as its hold has it (canonical, ending in `/`), in the form
+/// the delegation code scopes by.
+pub(super) struct StagedLocation {
+    pub hold: Reservation,
+    pub location: String,
+    pub locations: Vec<ObjectLocation>,
+}
+
+impl Catalog {
+    /// Until when a staged create answered with `config` must hold its location, if at
+    /// all: the expiry of its credentials, or, for remote signing, a signing hold's
+    /// length; plus the grace. Nothing when it delegates nothing (its location is
+    /// checked only when it commits).
+    pub(super) fn staged_hold_until(&self, config: &TableConfig, now: i64) -> Option<i64> {
+        let until = match config.expires_at_ms() {
+            Some(expires) => expires,
+            None if config.signs() => now.saturating_add(self.signing_hold_ms()),
+            None => return None,
+        };
+        Some(until.saturating_add(RESERVATION_GRACE_MS))
+    }
+
+    /// How far a remote-signing staged create's hold reaches: the credentials' lifetime,
+    /// and at least two signatures' lives, so that a hold is extended at most every
+    /// quarter of an hour however short-lived credentials are.
+    fn signing_hold_ms(&self) -> i64 {
+        let lifetime = self.settings.credential_lifetime.as_millis();
+        i64::try_from(lifetime)
+            .unwrap_or(i64::MAX)
+            .max(2 * SIGNATURE_LIFE_MS)
+    }
+
+    /// The location `ident` is staged at by the caller, when `missing` (the table's
+    /// load failed: no such table) and a staged create of theirs holds one that has not
+    /// landed; otherwise `missing` again, as for any other table that does not exist.
+    /// The latest-expiring hold wins where a retried create staged several locations.
+    pub(super) async fn staged_location(
+        &self,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
+        ident: &Ident,
+        missing: CatalogError,
+    ) -> CatalogResult<StagedLocation> {
+        if !matches!(
+            missing,
+            CatalogError::NotFound {
+                missing: Missing::Table,
+                ..
+            }
+        ) {
+            return Err(missing);
+        }
+        let holds = self.store.staged_holds(record.id, ident, now_ms()).await?;
+        let Some(hold) = holds
+            .into_iter()
+            .filter(|h| h.principal == ctx.principal.name)
+            .max_by_key(|h| h.expires_ms)
+        else {
+            return Err(missing);
+        };
+        let location = hold.location.trim_end_matches('/').to_string();
+        let locations = vec![parse_object(&location)?];
+        Ok(StagedLocation {
+            hold,
+            location,
+            locations,
+        })
+    }
+
+    /// Keeps `hold` at least until `until` (plus the grace), for credentials just vended
+    /// from it. A store write only when it would end sooner; refused, like any hold, if
+    /// an object now lies in or around it (the staged create landed meanwhile, or another
+    /// took the place after a drop).
+    pub(super) async fn hold_staged_until(
+        &self,
+        hold: Reservation,
+        until: i64,
+    ) -> CatalogResult<()> {
+        let until = until.saturating_add(RESERVATION_GRACE_MS);
+        if hold.expires_ms >= until {
+            return Ok(());
+        }
+        let extended = Reservation {
+            expires_ms: until,
+            ..hold
+        };
+        let batch = WriteBatch::new(Mutation::ReserveLocation(extended), now_ms());
+        self.apply(batch, None).await?;
+        Ok(())
+    }
+
+    /// Keeps `hold` for a request signed now: a signature is usable for a quarter of an
+    /// hour, so the hold must outlast that; when it would not, it is extended by a
+    /// signing hold's length (one write per extension, not per signature).
+    pub(super) async fn hold_staged_for_signing(&self, hold: Reservation) -> CatalogResult<()> {
+        let now = now_ms();
+        let needed = now.saturating_add(SIGNATURE_LIFE_MS + RESERVATION_GRACE_MS);
+        if hold.expires_ms >= needed {
+            return Ok(());
+        }
+        self.hold_staged_until(hold, now.saturating_add(self.signing_hold_ms()))
+            .await
+    }
+}
