@@ -140,9 +140,13 @@ fn within(bucket: &str, key: &str, locations: &[ObjectLocation]) -> bool {
     })
 }
 
-/// A list `prefix` may also be the location itself (`t` or `t/`).
+/// A list `prefix` may also be the location itself, as a directory (`t/`); not `t`
+/// without its slash, which S3 matches against a sibling's names too (`t_pii/…`).
 fn prefix_within(bucket: &str, prefix: &str, locations: &[ObjectLocation]) -> bool {
-    let trimmed = prefix.trim_end_matches('/');
+    let Some(directory) = prefix.strip_suffix('/') else {
+        return within(bucket, prefix, locations);
+    };
+    let trimmed = directory.trim_end_matches('/');
     within(bucket, prefix, locations)
         || locations
             .iter()
@@ -513,6 +517,8 @@ mod tests {
             "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/t/data/",
         );
         assert_eq!(authorize(&s3(), &t, &list), Ok(AccessLevel::Read));
+        let directory = request("GET", "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/t/");
+        assert_eq!(authorize(&s3(), &t, &directory), Ok(AccessLevel::Read));
     }
 
     #[test]
@@ -526,6 +532,12 @@ mod tests {
             ("GET", "http://evil.example:8333/lake/wh/t/x"),
             ("GET", "http://127.0.0.1:9999/lake/wh/t/x"),
             ("GET", "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/"),
+            // The table's key without its slash would list `wh/t_pii/…` too.
+            ("GET", "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/t"),
+            (
+                "GET",
+                "http://127.0.0.1:8333/lake?list-type=2&prefix=wh/t&delimiter=/",
+            ),
             ("GET", "http://127.0.0.1:8333/lake"),
             ("DELETE", "http://127.0.0.1:8333/lake"),
         ] {

@@ -73,7 +73,9 @@ pub fn session_policy(region: &str, locations: &[ObjectLocation], level: AccessL
     let mut buckets: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for l in locations {
         let prefixes = buckets.entry(l.bucket.as_str()).or_default();
-        prefixes.extend([l.key.clone(), format!("{}/", l.key), format!("{}/*", l.key)]);
+        // Not the key without its slash: S3 would match a sibling's names too
+        // (`orders` lists `orders_pii/…`).
+        prefixes.extend([format!("{}/", l.key), format!("{}/*", l.key)]);
     }
     for (bucket, prefixes) in buckets {
         statements.push(json!({
@@ -309,7 +311,7 @@ mod tests {
         assert!(actions.contains("s3:GetObject") && !actions.contains("s3:PutObject"));
         assert_eq!(
             statements[1]["Condition"]["StringLike"]["s3:prefix"],
-            json!(["wh/a", "wh/a/", "wh/a/*"])
+            json!(["wh/a/", "wh/a/*"])
         );
         let write = session_policy("cn-north-1", &[a], AccessLevel::Write);
         assert!(write.contains("s3:PutObject") && write.contains("s3:DeleteObject"));

@@ -121,6 +121,16 @@ def test_metadata_lives_on_s3_and_credentials_are_scoped_to_one_table(lake, s3_s
     assert denied(lambda: vended.get_object(Bucket="lake", Key=b_key)) == "AccessDenied"
     assert denied(lambda: vended.list_objects_v2(Bucket="lake", Prefix=b_dir + "/")) == "AccessDenied"
     assert denied(lambda: vended.list_objects_v2(Bucket="lake")) == "AccessDenied"
+    # A's key without its slash would list a sibling whose name begins the same.
+    # (Default locations end in a uuid; an explicit one may begin as A's does.)
+    r = root.call("POST", "/v1/lake/namespaces/ns/tables",
+                  {"name": "iso_a_pii", "schema": SCHEMA,
+                   "location": a["metadata"]["location"] + "_pii"})
+    assert r.status_code == 200, r.text
+    assert admin.head_object(Bucket="lake", Key=key_of(r.json()["metadata-location"]))
+    assert denied(lambda: vended.list_objects_v2(Bucket="lake", Prefix=a_dir)) == "AccessDenied"
+    assert denied(lambda: vended.list_objects_v2(Bucket="lake", Prefix=a_dir,
+                                                  Delimiter="/")) == "AccessDenied"
     assert denied(lambda: vended.put_object(Bucket="lake", Key=f"{b_dir}/data/x", Body=b"x")) == "AccessDenied"
     assert denied(lambda: vended.put_object(Bucket="lake", Key=f"{prefix}/x", Body=b"x")) == "AccessDenied"
     assert denied(lambda: vended.delete_object(Bucket="lake", Key=b_key)) == "AccessDenied"
@@ -415,9 +425,14 @@ def test_remote_signing(lake, s3_server):
                        timeout=30)
     assert got.status_code == 200 and got.json()["location"] == t["metadata"]["location"]
 
+    # Its directory may be listed, not its key without the slash (a sibling's names).
+    t_dir = key_of(t["metadata"]["location"])
+    r = root.call("POST", sign, sign_body(s3_server, "GET", "", f"?list-type=2&prefix={t_dir}/"))
+    assert r.status_code == 200, r.text
     # Another table's object, a listing of the bucket, another host: 403, nothing signed.
     for body in [sign_body(s3_server, "GET", other_key),
                  sign_body(s3_server, "GET", "", "?list-type=2&prefix="),
+                 sign_body(s3_server, "GET", "", f"?list-type=2&prefix={t_dir}"),
                  {**sign_body(s3_server, "GET", t_key),
                   "uri": f"http://example.com/lake/{t_key}"}]:
         r = root.call("POST", sign, body)
