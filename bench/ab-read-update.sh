@@ -15,14 +15,11 @@
 # superuser URL: each server then gets a fresh database there instead of the embedded
 # store).
 #
-# Each server starts once the disk is quiet (`bench/quiet-disk.sh`). Each run's files are
-# kept until the end (or until the disk runs low, then deleted and a minute waited out),
-# as `bench/ab-cpu.sh` does: ext4 skips inodes freed in the last minute when it allocates
-# one, so a run started just after the last one's files were deleted measured that scan
-# (one check: the same build served 11,825 req/s first and 4,879 second).
+# Servers as `bench/ab-server.sh` starts them (a fresh one per run, once the disk is
+# quiet, each run's files kept until the end).
 set -euo pipefail
-# shellcheck source=bench/quiet-disk.sh
-source "$(dirname "$0")/quiet-disk.sh"
+# shellcheck source=bench/ab-server.sh
+source "$(dirname "$0")/ab-server.sh"
 OLD=${1:?old binary}
 NEW=${2:?new binary}
 RUNS=${3:-3}
@@ -30,39 +27,15 @@ RATIO=${4:-0.5}
 BENCH="$NEW bench --quiet"
 TREE=(--namespace-depth 8 --tables-per-namespace 2 --views-per-namespace 2)
 
-kept=()
-cleanup() { if ((${#kept[@]})); then rm -rf "${kept[@]}"; fi; }
-trap cleanup EXIT
-
-# shellcheck source=scripts/service.sh
-source "$(dirname "$0")/../scripts/service.sh"
-
 run() {
-  local bin=$1 tag=$2 extra=$3 port dir pid db=()
-  if (( $(df --output=avail -k /tmp | tail -1) < 12 * 1024 * 1024 )); then
-    cleanup; kept=(); sync; sleep 65
-  fi
-  wait_for_quiet_disk
-  port=$(service_free_port)
-  dir=$(mktemp -d /tmp/floe-ab.XXXXXX)
-  if [[ -n "${DATABASE_URL:-}" ]]; then
-    local name="floe_ab_$RANDOM$RANDOM"
-    psql -q "$DATABASE_URL" -c "CREATE DATABASE $name"
-    db=(--database-url "${DATABASE_URL%/*}/$name")
-  fi
-  # shellcheck disable=SC2086
-  "$bin" serve --bind "127.0.0.1:$port" --data-dir "$dir/data" --auth none --log warn "${db[@]}" $extra \
-    >"$dir/log" 2>&1 &
-  pid=$!
-  for _ in $(seq 200); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+  ab_server_start "$1" "$3"
   # The catalog's files under the run's directory (not the default file:///tmp/polaris).
-  $BENCH --url "http://127.0.0.1:$port" create-tree "${TREE[@]}" \
-    --base-location "file://$dir/warehouse" >/dev/null
-  echo "== $tag"
-  $BENCH --url "http://127.0.0.1:$port" read-update "${TREE[@]}" --read-write-ratio "$RATIO" \
+  $BENCH --url "http://127.0.0.1:$AB_PORT" create-tree "${TREE[@]}" \
+    --base-location "file://$AB_DIR/warehouse" >/dev/null
+  echo "== $2"
+  $BENCH --url "http://127.0.0.1:$AB_PORT" read-update "${TREE[@]}" --read-write-ratio "$RATIO" \
     --users 50 --duration 10s | grep -E '^\[(Read|Write)\]'
-  kill "$pid"; wait "$pid" 2>/dev/null || true
-  kept+=("$dir")
+  ab_server_stop
 }
 
 for _ in $(seq "$RUNS"); do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sourced by the A/B scripts (`bench/ab-cpu.sh`, `bench/ab-together.sh`,
-# `bench/ab-read-update.sh`):
+# `bench/ab-read-update.sh` and `bench/ab-create.sh` through `bench/ab-server.sh`):
 # `wait_for_quiet_disk` returns once the disk has been quiet for about ten seconds.
 #
 # Why: each A/B run leaves tens of thousands of metadata files, deleted when the script
