@@ -360,12 +360,16 @@ impl Catalog {
             .load_table(ctx, catalog, ident, SnapshotsMode::Refs)
             .await;
         let record = self.get_catalog(catalog).await?;
-        let StorageConfig::S3(s3) = StorageConfig::of(&record.storage_config) else {
-            return loaded.map(|_| Vec::new());
+        let s3 = match StorageConfig::of(&record.storage_config) {
+            StorageConfig::S3(s3) if s3.can_vend() => s3,
+            // Nothing to vend, for a table or a staged one alike.
+            _ => {
+                if let Err(missing) = loaded {
+                    self.staged_location(ctx, &record, ident, missing).await?;
+                }
+                return Ok(Vec::new());
+            }
         };
-        if !s3.can_vend() {
-            return loaded.map(|_| Vec::new());
-        }
         let (location, locations, staged) = match loaded {
             Ok(table) => {
                 let (location, locations) = Self::file_locations(&table.metadata)?;
@@ -399,6 +403,7 @@ impl Catalog {
         ident: &Ident,
         request: SignRequest,
     ) -> CatalogResult<SignResult> {
+        let held = self.data_access(ctx, catalog, ident)?;
         let loaded = self
             .load_table(ctx, catalog, ident, SnapshotsMode::Refs)
             .await;
@@ -421,7 +426,6 @@ impl Catalog {
             Refusal::Forbidden(m) => CatalogError::Forbidden(m),
         };
         let needed = signing::authorize(&s3, &locations, &request).map_err(refuse)?;
-        let held = self.data_access(ctx, catalog, ident)?;
         if needed == AccessLevel::Write && held == AccessLevel::Read {
             return Err(CatalogError::Forbidden(format!(
                 "Principal '{}' may only read table {ident}: a {} cannot be signed",

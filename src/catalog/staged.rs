@@ -7,11 +7,15 @@
 //! extended as they are used, so that a job longer than one credential's life goes on.
 //!
 //! Once the commit lands, the hold serves nothing more (the table does) and is never
-//! extended again: it only guards the location until what was handed out expires.
+//! extended again: it only guards the location until what was handed out expires. Nor
+//! is it extended past [`MAX_STAGED_MS`] after its staging, or for a caller who may no
+//! longer create the table there: a staged create cannot keep a location for good.
 
 use super::delegation::TableConfig;
 use super::error::{CatalogError, CatalogResult, Missing};
+use super::locations::check_allowed;
 use super::{Catalog, RequestContext};
+use crate::auth::privileges::{Privilege, Securable};
 use crate::model::{now_ms, CatalogRecord, Ident};
 use crate::storage::location::{parse_object, ObjectLocation};
 use crate::store::reservations::Reservation;
@@ -20,6 +24,11 @@ use crate::store::{Mutation, WriteBatch};
 /// How long past what it covers a hold lasts: clocks of nodes, of STS and of the object
 /// store may disagree by this much.
 pub(super) const RESERVATION_GRACE_MS: i64 = 60_000;
+
+/// How long after its staging a staged table may still be written to (credentials or
+/// signatures reaching past this are refused): a day, longer than any engine's job
+/// between a staged create and its commit should take.
+pub(super) const MAX_STAGED_MS: i64 = 24 * 3_600_000;
 
 /// How long a signed request stays usable: S3 takes a signature up to 15 minutes after
 /// the time it carries (`RequestTimeTooSkewed` beyond).
@@ -60,7 +69,9 @@ impl Catalog {
     /// The location `ident` is staged at by the caller, when `missing` (the table's
     /// load failed: no such table) and a staged create of theirs holds one that has not
     /// landed; otherwise `missing` again, as for any other table that does not exist.
-    /// The latest-expiring hold wins where a retried create staged several locations.
+    /// The newest staging wins where a retried create staged several locations. As for
+    /// the staged create itself, the caller must (still) be allowed to create the table,
+    /// and the location must (still) lie where the catalog allows.
     pub(super) async fn staged_location(
         &self,
         ctx: &RequestContext,
@@ -81,10 +92,13 @@ impl Catalog {
         let Some(hold) = holds
             .into_iter()
             .filter(|h| h.principal == ctx.principal.name)
-            .max_by_key(|h| h.expires_ms)
+            .max_by_key(|h| h.staged_ms)
         else {
             return Err(missing);
         };
+        let parent = Securable::namespace(&ident.namespace);
+        ctx.require(&record.name, Privilege::TABLE_CREATE, &parent)?;
+        check_allowed(record, &hold.location)?;
         let location = hold.location.trim_end_matches('/').to_string();
         let locations = vec![parse_object(&location)?];
         Ok(StagedLocation {
@@ -97,7 +111,7 @@ impl Catalog {
     /// Keeps `hold` at least until `until` (plus the grace), for credentials just vended
     /// from it. A store write only when it would end sooner; refused, like any hold, if
     /// an object now lies in or around it (the staged create landed meanwhile, or another
-    /// took the place after a drop).
+    /// took the place after a drop), and past [`MAX_STAGED_MS`] after its staging.
     pub(super) async fn hold_staged_until(
         &self,
         hold: Reservation,
@@ -106,6 +120,13 @@ impl Catalog {
         let until = until.saturating_add(RESERVATION_GRACE_MS);
         if hold.expires_ms >= until {
             return Ok(());
+        }
+        if until > hold.staged_ms.saturating_add(MAX_STAGED_MS) {
+            return Err(CatalogError::bad_request(format!(
+                "Table {} was staged more than {} hours ago: its staged location is no longer served; stage the create again",
+                hold.ident,
+                MAX_STAGED_MS / 3_600_000
+            )));
         }
         let extended = Reservation {
             expires_ms: until,

@@ -291,7 +291,8 @@ impl Catalog {
                 metadata: json.into(),
             };
             let outcome = Outcome::Table(staged.clone());
-            match self.staged_hold_until(&config, crate::model::now_ms()) {
+            let now = crate::model::now_ms();
+            match self.staged_hold_until(&config, now) {
                 // Held while what was delegated reaches it, checked again under the
                 // store's locks: a table created inside it meanwhile would be theirs
                 // to read (`staged.rs`).
@@ -303,6 +304,7 @@ impl Catalog {
                         table_uuid: metadata.uuid().to_string(),
                         principal: ctx.principal.name.clone(),
                         expires_ms,
+                        staged_ms: now,
                     });
                     self.write(ctx, reserve, &outcome, Vec::new()).await?;
                 }

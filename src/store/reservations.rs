@@ -30,6 +30,9 @@ pub struct Reservation {
     pub table_uuid: String,
     pub principal: String,
     pub expires_ms: i64,
+    /// When the staged create took it: a hold is extended (`catalog/staged.rs`) only so
+    /// long after this. Held again under the same uuid, the first one stays.
+    pub staged_ms: i64,
 }
 
 /// A live reservation overlapping the location asked for, as a store read it.

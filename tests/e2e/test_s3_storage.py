@@ -302,6 +302,22 @@ def test_a_staged_table_is_signed_and_vended_for_before_its_commit(lake, s3_serv
     commit_staged(root, "staged_vended", metadata)
     assert root.call("GET", "/" + refresh).status_code == 200
 
+    # The stager must still be allowed to create the table: once TABLE_CREATE is
+    # revoked, its staged location is no longer signed for (403).
+    stager = principal_with(root, "staged_stager", "TABLE_WRITE_DATA")
+    grants = f"{MGMT}/catalogs/lake/catalog-roles/staged_stager/grants"
+    create_grant = {"grant": {"type": "catalog", "privilege": "TABLE_CREATE"}}
+    assert root.call("PUT", grants, create_grant).status_code == 201
+    r = stager.call("POST", tables, {"name": "staged_revoked", "schema": SCHEMA,
+                                     "stage-create": True}, headers=SIGNING)
+    assert r.status_code == 200, r.text
+    data_key = key_of(r.json()["metadata"]["location"]) + "/data/0.parquet"
+    sign = f"{tables}/staged_revoked/sign"
+    assert signed_request(stager, sign, s3_server, "PUT", data_key, b"x").status_code == 200
+    assert root.call("POST", grants, create_grant).status_code in (200, 201, 204)
+    r = stager.call("POST", sign, sign_body(s3_server, "PUT", data_key))
+    assert r.status_code == 403, r.text
+
 
 def test_privileges_decide_read_only_or_nothing(lake, s3_server):
     server, root, _ = lake

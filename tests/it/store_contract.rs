@@ -433,6 +433,7 @@ async fn staged_locations_are_held_until_they_expire(store: Arc<dyn Store>) {
             table_uuid: uuid.into(),
             principal: principal.into(),
             expires_ms,
+            staged_ms: now_ms(),
         }))
     };
     let reserved_by = |got: Result<Applied, StoreError>, by: &Ident, what: &str| match got {
@@ -509,59 +510,64 @@ async fn staged_locations_are_held_until_they_expire(store: Arc<dyn Store>) {
 }
 
 /// What `/sign` and `/credentials` serve a staged table from: its live holds under that
-/// name, until the staged create's own commit lands (then never again, even when the
-/// same uuid holds it once more); a retry with a new uuid serves again.
+/// name, until the staged create's own commit lands, which lands every hold of the name
+/// (then never again, even when the same uuid holds it once more); a retry with a new
+/// uuid serves again. An extension (the same uuid) keeps the first staging time.
 async fn staged_holds_serve_their_table_until_its_commit_lands(store: Arc<dyn Store>) {
     let c = catalog_with_db(&store, "c").await;
     let staged = ident(&["db"], "staged");
-    let hold = |uuid: &str, expires_ms| Reservation {
+    let hold = |uuid: &str, at: &str, expires_ms, staged_ms| Reservation {
         catalog: c.id,
         ident: staged.clone(),
-        location: format!("{WAREHOUSE}a/s/"),
+        location: format!("{WAREHOUSE}{at}/"),
         table_uuid: uuid.into(),
         principal: "alice".into(),
         expires_ms,
+        staged_ms,
     };
-    let holds = || store.staged_holds(c.id, &staged, now_ms());
-    assert_eq!(holds().await.unwrap(), vec![]);
+    let reserve = |r: &Reservation| store.write(batch(Mutation::ReserveLocation(r.clone())));
+    let holds = || async {
+        let mut holds = store.staged_holds(c.id, &staged, now_ms()).await.unwrap();
+        holds.sort_by(|a, b| a.location.cmp(&b.location));
+        holds
+    };
+    assert_eq!(holds().await, vec![]);
     let later = now_ms() + 600_000;
-    store
-        .write(batch(Mutation::ReserveLocation(hold("u1", later))))
-        .await
-        .unwrap();
-    assert_eq!(holds().await.unwrap(), vec![hold("u1", later)]);
-    let other = ident(&["db"], "other");
+    // An earlier try elsewhere (another uuid), then the staged create that commits.
+    let earlier = hold("u0", "a/old", later, 50);
+    reserve(&earlier).await.unwrap();
+    reserve(&hold("u1", "a/s", later, 100)).await.unwrap();
     assert_eq!(
-        store.staged_holds(c.id, &other, now_ms()).await.unwrap(),
-        vec![]
+        holds().await,
+        vec![earlier.clone(), hold("u1", "a/s", later, 100)]
     );
-    // Extended: the later expiry; one past its expiry: nothing.
-    let extended = hold("u1", later + 1_000);
-    store
-        .write(batch(Mutation::ReserveLocation(extended.clone())))
+    let other = ident(&["db"], "other");
+    let none = store.staged_holds(c.id, &other, now_ms()).await.unwrap();
+    assert_eq!(none, vec![]);
+    // Extended: the later expiry, the first staging time; one past its expiry: nothing.
+    reserve(&hold("u1", "a/s", later + 1_000, 999))
         .await
         .unwrap();
-    assert_eq!(holds().await.unwrap(), vec![extended.clone()]);
+    let extended = hold("u1", "a/s", later + 1_000, 100);
+    assert_eq!(holds().await, vec![earlier.clone(), extended.clone()]);
     let after = store.staged_holds(c.id, &staged, later + 1_000).await;
     assert_eq!(after.unwrap(), vec![]);
-    // A refused commit lands nothing; the staged create's own commit does.
+    // A refused commit lands nothing; the staged create's own commit lands every hold
+    // of its name.
     let own = |uuid: &str| ObjectWrite {
         metadata: format!(r#"{{"format-version":2,"table-uuid":"{uuid}"}}"#),
         ..create(ObjectKind::Table, &staged, "a/s")
     };
     assert!(commit(&store, c.id, vec![own("u9")]).await.is_err());
-    assert_eq!(holds().await.unwrap(), vec![extended]);
+    assert_eq!(holds().await, vec![earlier, extended]);
     commit(&store, c.id, vec![own("u1")]).await.unwrap();
-    assert_eq!(holds().await.unwrap(), vec![]);
+    assert_eq!(holds().await, vec![]);
     // Holding it again (its own table is there now) is refused and serves nothing.
-    let again = store.write(batch(Mutation::ReserveLocation(hold("u1", later + 2_000))));
-    assert!(matches!(
-        again.await,
-        Err(StoreError::LocationOverlap { .. })
-    ));
-    assert_eq!(holds().await.unwrap(), vec![]);
+    let again = reserve(&hold("u1", "a/s", later + 2_000, 100)).await;
+    assert!(matches!(again, Err(StoreError::LocationOverlap { .. })));
+    assert_eq!(holds().await, vec![]);
     // Dropped: held again by the same uuid, it still serves nothing; a new staged create
-    // (a new uuid) does.
+    // (a new uuid) does, from its own staging time.
     let expected = pointer(&store, "c", &staged).await.unwrap();
     store
         .write(batch(Mutation::DropObject {
@@ -573,18 +579,13 @@ async fn staged_holds_serve_their_table_until_its_commit_lands(store: Arc<dyn St
         }))
         .await
         .unwrap();
-    let again = hold("u1", later + 2_000);
-    store
-        .write(batch(Mutation::ReserveLocation(again)))
+    reserve(&hold("u1", "a/s", later + 2_000, 100))
         .await
         .unwrap();
-    assert_eq!(holds().await.unwrap(), vec![]);
-    let retry = hold("u2", later + 3_000);
-    store
-        .write(batch(Mutation::ReserveLocation(retry.clone())))
-        .await
-        .unwrap();
-    assert_eq!(holds().await.unwrap(), vec![retry]);
+    assert_eq!(holds().await, vec![]);
+    let retry = hold("u2", "a/s", later + 3_000, 300);
+    reserve(&retry).await.unwrap();
+    assert_eq!(holds().await, vec![retry]);
 }
 
 /// A generic table may have no location (the catalog stores `""` and asks for no

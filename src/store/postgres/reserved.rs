@@ -31,11 +31,16 @@ CREATE INDEX reserved_by_location ON reserved_locations (location);
 CREATE INDEX reserved_by_expiry ON reserved_locations (expires_ms)
 "#;
 
-/// Whether the staged create's own commit has landed: from then on the hold only
-/// guards the location until its credentials expire, and no longer serves the staged
-/// table's `/sign` and `/credentials` (nor extends), which the table itself now does.
-pub(super) const COMMITTED_MIGRATION: &str =
-    "ALTER TABLE reserved_locations ADD COLUMN committed BOOLEAN NOT NULL DEFAULT FALSE";
+/// `committed`: whether a table of the hold's name has landed through it (the staged
+/// create's commit): from then on the hold only guards the location until what was
+/// handed out expires, and no longer serves the staged table's `/sign` and
+/// `/credentials` (nor is extended), which the table itself does. `staged_ms`: when the
+/// staged create took it. Holds from before served nothing: they are marked committed.
+pub(super) const COMMITTED_MIGRATION: &str = r#"
+ALTER TABLE reserved_locations ADD COLUMN committed BOOLEAN NOT NULL DEFAULT FALSE;
+ALTER TABLE reserved_locations ADD COLUMN staged_ms BIGINT NOT NULL DEFAULT 0;
+UPDATE reserved_locations SET committed = TRUE
+"#;
 
 /// Holds the location after the checks a create makes (under a create's locks), against
 /// every object (its own name's too: a table of that name created since the staged
@@ -56,15 +61,23 @@ pub(super) async fn reserve(q: &impl Queries, r: &Reservation, now: i64) -> Atte
         principal: &r.principal,
     };
     super::objects::check_free(q, r.catalog, &r.location, &nobody(), &claim, now).await?;
+    // Held again under the same uuid: an extension, which a landed hold does not get
+    // (it keeps its expiry, its landing and its staging time); under a new uuid: a new
+    // staged create (a retry), which starts afresh. SET reads the row as it was.
     q.execute_all_typed(
-        "INSERT INTO reserved_locations
-             (catalog_id, namespace, name, location, table_uuid, principal, expires_ms)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
+        "INSERT INTO reserved_locations (catalog_id, namespace, name, location, table_uuid,
+             principal, expires_ms, staged_ms)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (catalog_id, namespace, name, location) DO UPDATE SET
-             table_uuid = excluded.table_uuid, principal = excluded.principal,
-             expires_ms = GREATEST(reserved_locations.expires_ms, excluded.expires_ms),
+             expires_ms = CASE WHEN reserved_locations.committed
+                     AND reserved_locations.table_uuid = excluded.table_uuid
+                 THEN reserved_locations.expires_ms
+                 ELSE GREATEST(reserved_locations.expires_ms, excluded.expires_ms) END,
              committed = reserved_locations.committed
-                 AND reserved_locations.table_uuid = excluded.table_uuid",
+                 AND reserved_locations.table_uuid = excluded.table_uuid,
+             staged_ms = CASE WHEN reserved_locations.table_uuid = excluded.table_uuid
+                 THEN reserved_locations.staged_ms ELSE excluded.staged_ms END,
+             table_uuid = excluded.table_uuid, principal = excluded.principal",
         &[
             int8(&r.catalog.0),
             text(&r.ident.namespace.key()),
@@ -73,6 +86,7 @@ pub(super) async fn reserve(q: &impl Queries, r: &Reservation, now: i64) -> Atte
             text(&r.table_uuid),
             text(&r.principal),
             int8(&r.expires_ms),
+            int8(&r.staged_ms),
         ],
     )
     .await?;
@@ -81,8 +95,8 @@ pub(super) async fn reserve(q: &impl Queries, r: &Reservation, now: i64) -> Atte
 
 /// `LocationReserved` if a live reservation that contains the canonical `location`, or
 /// lies inside it, refuses `claim` (without locks: the caller holds a create's). A write
-/// that a hold lets through is the staged create's own commit: its holds are marked as
-/// landed.
+/// that a hold lets through is the staged create's own commit: the holds of its name are
+/// marked as landed.
 pub(super) async fn check(
     q: &impl Queries,
     location: &str,
@@ -120,17 +134,13 @@ pub(super) async fn check(
         }
         .into());
     }
-    // Passed holds are the staged create's own (its name and uuid): it has landed.
+    // Passed holds are the staged create's own (its name and uuid): it has landed, and
+    // so has every hold of its name (an earlier try's, elsewhere or under another uuid).
     if let (Some(h), Claim::Write { .. }) = (held.first(), claim) {
         q.execute_all_typed(
             "UPDATE reserved_locations SET committed = TRUE
-             WHERE catalog_id = $1 AND namespace = $2 AND name = $3 AND table_uuid = $4",
-            &[
-                int8(&h.catalog.0),
-                text(&h.namespace),
-                text(&h.name),
-                text(&h.table_uuid),
-            ],
+             WHERE catalog_id = $1 AND namespace = $2 AND name = $3",
+            &[int8(&h.catalog.0), text(&h.namespace), text(&h.name)],
         )
         .await?;
     }
@@ -147,7 +157,8 @@ pub(super) async fn staged(
 ) -> Attempt<Vec<Reservation>> {
     let rows = q
         .query_all_typed(
-            "SELECT location, table_uuid, principal, expires_ms FROM reserved_locations
+            "SELECT location, table_uuid, principal, expires_ms, staged_ms
+             FROM reserved_locations
              WHERE catalog_id = $1 AND namespace = $2 AND name = $3
                AND expires_ms > $4 AND NOT committed",
             &[
@@ -167,6 +178,7 @@ pub(super) async fn staged(
             table_uuid: r.get(1),
             principal: r.get(2),
             expires_ms: r.get(3),
+            staged_ms: r.get(4),
         })
         .collect())
 }

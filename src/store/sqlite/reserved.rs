@@ -28,11 +28,16 @@ CREATE INDEX reserved_by_location ON reserved_locations (location);
 CREATE INDEX reserved_by_expiry ON reserved_locations (expires_ms);
 "#;
 
-/// Whether the staged create's own commit has landed: from then on the hold only
-/// guards the location until its credentials expire, and no longer serves the staged
-/// table's `/sign` and `/credentials` (nor extends), which the table itself now does.
-pub(super) const COMMITTED_MIGRATION: &str =
-    "ALTER TABLE reserved_locations ADD COLUMN committed INTEGER NOT NULL DEFAULT 0;";
+/// `committed`: whether a table of the hold's name has landed through it (the staged
+/// create's commit): from then on the hold only guards the location until what was
+/// handed out expires, and no longer serves the staged table's `/sign` and
+/// `/credentials` (nor is extended), which the table itself does. `staged_ms`: when the
+/// staged create took it. Holds from before served nothing: they are marked committed.
+pub(super) const COMMITTED_MIGRATION: &str = r#"
+ALTER TABLE reserved_locations ADD COLUMN committed INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE reserved_locations ADD COLUMN staged_ms INTEGER NOT NULL DEFAULT 0;
+UPDATE reserved_locations SET committed = 1;
+"#;
 
 /// Holds the location after the checks a create makes, against every object (its own
 /// name's too: a table of that name created since the staged create looked would be
@@ -47,13 +52,20 @@ pub(super) fn reserve(tx: &Transaction, r: &Reservation, now: i64) -> StoreResul
         principal: &r.principal,
     };
     super::writes::check_free(tx, r.catalog, &r.location, &nobody(), &claim, now)?;
+    // Held again under the same uuid: an extension, which a landed hold does not get
+    // (it keeps its expiry, its landing and its staging time); under a new uuid: a new
+    // staged create (a retry), which starts afresh. SET reads the row as it was.
     tx.prepare_cached(
-        "INSERT INTO reserved_locations
-             (catalog_id, namespace, name, location, table_uuid, principal, expires_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT DO UPDATE SET table_uuid = excluded.table_uuid,
-             principal = excluded.principal, expires_ms = max(expires_ms, excluded.expires_ms),
-             committed = CASE WHEN table_uuid = excluded.table_uuid THEN committed ELSE 0 END",
+        "INSERT INTO reserved_locations (catalog_id, namespace, name, location, table_uuid,
+             principal, expires_ms, staged_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT DO UPDATE SET
+             expires_ms = CASE WHEN committed AND table_uuid = excluded.table_uuid
+                 THEN expires_ms ELSE max(expires_ms, excluded.expires_ms) END,
+             committed = CASE WHEN table_uuid = excluded.table_uuid THEN committed ELSE 0 END,
+             staged_ms = CASE WHEN table_uuid = excluded.table_uuid
+                 THEN staged_ms ELSE excluded.staged_ms END,
+             table_uuid = excluded.table_uuid, principal = excluded.principal",
     )
     .and_then(|mut s| {
         s.execute(params![
@@ -63,7 +75,8 @@ pub(super) fn reserve(tx: &Transaction, r: &Reservation, now: i64) -> StoreResul
             r.location,
             r.table_uuid,
             r.principal,
-            r.expires_ms
+            r.expires_ms,
+            r.staged_ms
         ])
     })
     .map_err(internal)?;
@@ -73,7 +86,7 @@ pub(super) fn reserve(tx: &Transaction, r: &Reservation, now: i64) -> StoreResul
 /// `LocationReserved` if a live reservation that contains the canonical `location`, or
 /// lies inside it, refuses `claim`. Index lookups, as for objects
 /// (`writes::overlapping_object`). A write that a hold lets through is the staged create's
-/// own commit: its holds are marked as landed.
+/// own commit: the holds of its name are marked as landed.
 pub(super) fn check(conn: &Connection, location: &str, claim: &Claim, now: i64) -> StoreResult<()> {
     const COLUMNS: &str = "catalog_id, namespace, name, table_uuid, principal";
     let row = |r: &rusqlite::Row| {
@@ -118,13 +131,14 @@ pub(super) fn check(conn: &Connection, location: &str, claim: &Claim, now: i64) 
             staged: h.ident(),
         });
     }
-    // Passed holds are the staged create's own (its name and uuid): it has landed.
+    // Passed holds are the staged create's own (its name and uuid): it has landed, and
+    // so has every hold of its name (an earlier try's, elsewhere or under another uuid).
     if let (Some(h), Claim::Write { .. }) = (held.first(), claim) {
         conn.prepare_cached(
             "UPDATE reserved_locations SET committed = 1
-             WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3 AND table_uuid = ?4",
+             WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3",
         )
-        .and_then(|mut s| s.execute(params![h.catalog.0, h.namespace, h.name, h.table_uuid]))
+        .and_then(|mut s| s.execute(params![h.catalog.0, h.namespace, h.name]))
         .map_err(internal)?;
     }
     Ok(())
@@ -140,7 +154,8 @@ pub(super) fn staged(
 ) -> StoreResult<Vec<Reservation>> {
     let mut select = conn
         .prepare_cached(
-            "SELECT location, table_uuid, principal, expires_ms FROM reserved_locations
+            "SELECT location, table_uuid, principal, expires_ms, staged_ms
+             FROM reserved_locations
              WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3
                AND expires_ms > ?4 AND committed = 0",
         )
@@ -156,6 +171,7 @@ pub(super) fn staged(
                     table_uuid: r.get(1)?,
                     principal: r.get(2)?,
                     expires_ms: r.get(3)?,
+                    staged_ms: r.get(4)?,
                 })
             },
         )

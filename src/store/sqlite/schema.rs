@@ -154,7 +154,8 @@ CREATE TABLE notification_stamps (
 "#,
     // Locations held for staged creates while their vended credentials live.
     super::reserved::MIGRATION,
-    // Holds whose staged create has landed, which no longer serve its sign/credentials.
+    // Holds whose staged create has landed (they no longer serve its sign/credentials),
+    // and when each was staged (extensions stop a day after).
     super::reserved::COMMITTED_MIGRATION,
 ];
 
