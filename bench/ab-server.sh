@@ -18,7 +18,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/quiet-disk.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/service.sh"
 
 AB_KEPT=()
-ab_cleanup() { if ((${#AB_KEPT[@]})); then rm -rf "${AB_KEPT[@]}"; fi; }
+AB_PID=
+# On exit, a failed run's server too (a workload that printed nothing stops the script).
+ab_cleanup() {
+  if [[ -n $AB_PID ]]; then
+    kill "$AB_PID" 2>/dev/null || true
+    wait "$AB_PID" 2>/dev/null || true
+    AB_KEPT+=("$AB_DIR")
+  fi
+  if ((${#AB_KEPT[@]})); then rm -rf "${AB_KEPT[@]}"; fi
+}
 trap ab_cleanup EXIT
 
 ab_server_start() {
@@ -46,5 +55,6 @@ ab_server_start() {
 
 ab_server_stop() {
   kill "$AB_PID"; wait "$AB_PID" 2>/dev/null || true
+  AB_PID=
   AB_KEPT+=("$AB_DIR")
 }
