@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Deserialize;
 
 use super::error::{CatalogError, CatalogResult};
-use super::tables::SnapshotsMode;
+use super::staged::Reach;
+use super::tables::{LoadedTable, SnapshotsMode};
 use super::{Catalog, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::model::{CatalogRecord, Ident};
@@ -45,9 +46,7 @@ impl TableConfig {
             .filter_map(|c| c.config.get(EXPIRES_AT_MS)?.parse().ok())
             .min()
     }
-}
 
-impl TableConfig {
     /// Whether it tells the client to have its requests signed by the catalog.
     pub fn signs(&self) -> bool {
         self.config.get(REMOTE_SIGNING).map(String::as_str) == Some("true")
@@ -202,6 +201,28 @@ impl Catalog {
         let doc: FileLocations = serde_json::from_str(metadata).map_err(CatalogError::internal)?;
         let locations = vec![parse_object(&doc.location)?];
         Ok((doc.location, locations))
+    }
+
+    /// Where `/credentials` and `/sign` reach for the table as `loaded`: its location, or,
+    /// when there is no such table, the one its caller's staged create holds (`staged.rs`).
+    async fn reach(
+        &self,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
+        ident: &Ident,
+        loaded: CatalogResult<LoadedTable>,
+    ) -> CatalogResult<Reach> {
+        match loaded {
+            Ok(table) => {
+                let (location, locations) = Self::file_locations(&table.metadata)?;
+                Ok(Reach {
+                    location,
+                    locations,
+                    hold: None,
+                })
+            }
+            Err(missing) => self.staged_location(ctx, record, ident, missing).await,
+        }
     }
 
     /// Refuses, before a change, a caller that asks for delegation it may not get (so
@@ -370,20 +391,18 @@ impl Catalog {
                 return Ok(Vec::new());
             }
         };
-        let (location, locations, staged) = match loaded {
-            Ok(table) => {
-                let (location, locations) = Self::file_locations(&table.metadata)?;
-                (location, locations, None)
-            }
-            Err(missing) => {
-                let staged = self.staged_location(ctx, &record, ident, missing).await?;
-                (staged.location, staged.locations, Some(staged.hold))
-            }
-        };
+        let reach = self.reach(ctx, &record, ident, loaded).await?;
         let credential = self
-            .vend(&record, &s3, Some(ident), location, &locations, level)
+            .vend(
+                &record,
+                &s3,
+                Some(ident),
+                reach.location,
+                &reach.locations,
+                level,
+            )
             .await?;
-        if let Some(hold) = staged {
+        if let Some(hold) = reach.hold {
             let expires = credential.config.get(EXPIRES_AT_MS);
             if let Some(expires) = expires.and_then(|e| e.parse().ok()) {
                 self.hold_staged_until(hold, expires).await?;
@@ -414,18 +433,12 @@ impl Catalog {
                 "Catalog {catalog} is not on S3 storage: there is nothing to sign"
             )));
         };
-        let (locations, staged) = match loaded {
-            Ok(table) => (Self::file_locations(&table.metadata)?.1, None),
-            Err(missing) => {
-                let staged = self.staged_location(ctx, &record, ident, missing).await?;
-                (staged.locations, Some(staged.hold))
-            }
-        };
+        let reach = self.reach(ctx, &record, ident, loaded).await?;
         let refuse = |r: Refusal| match r {
             Refusal::BadRequest(m) => CatalogError::bad_request(m),
             Refusal::Forbidden(m) => CatalogError::Forbidden(m),
         };
-        let needed = signing::authorize(&s3, &locations, &request).map_err(refuse)?;
+        let needed = signing::authorize(&s3, &reach.locations, &request).map_err(refuse)?;
         if needed == AccessLevel::Write && held == AccessLevel::Read {
             return Err(CatalogError::Forbidden(format!(
                 "Principal '{}' may only read table {ident}: a {} cannot be signed",
@@ -433,7 +446,7 @@ impl Catalog {
             )));
         }
         let keys = server_keys(&s3)?;
-        if let Some(hold) = staged {
+        if let Some(hold) = reach.hold {
             self.hold_staged_for_signing(hold).await?;
         }
         signing::sign(&keys, &request).map_err(refuse)

@@ -23,23 +23,24 @@ use crate::store::{Mutation, WriteBatch};
 
 /// How long past what it covers a hold lasts: clocks of nodes, of STS and of the object
 /// store may disagree by this much.
-pub(super) const RESERVATION_GRACE_MS: i64 = 60_000;
+const RESERVATION_GRACE_MS: i64 = 60_000;
 
 /// How long after its staging a staged table may still be written to (credentials or
 /// signatures reaching past this are refused): a day, longer than any engine's job
 /// between a staged create and its commit should take.
-pub(super) const MAX_STAGED_MS: i64 = 24 * 3_600_000;
+const MAX_STAGED_MS: i64 = 24 * 3_600_000;
 
 /// How long a signed request stays usable: S3 takes a signature up to 15 minutes after
 /// the time it carries (`RequestTimeTooSkewed` beyond).
 const SIGNATURE_LIFE_MS: i64 = 15 * 60_000;
 
-/// A staged table's location, as its hold has it (canonical, ending in `/`), in the form
-/// the delegation code scopes by.
-pub(super) struct StagedLocation {
-    pub hold: Reservation,
+/// Where a table's credentials and signatures reach: its location (without the trailing
+/// `/`) in the forms the delegation code scopes by, and for a staged table the hold it
+/// is served from.
+pub(super) struct Reach {
     pub location: String,
     pub locations: Vec<ObjectLocation>,
+    pub hold: Option<Reservation>,
 }
 
 impl Catalog {
@@ -78,7 +79,7 @@ impl Catalog {
         record: &CatalogRecord,
         ident: &Ident,
         missing: CatalogError,
-    ) -> CatalogResult<StagedLocation> {
+    ) -> CatalogResult<Reach> {
         if !matches!(
             missing,
             CatalogError::NotFound {
@@ -101,10 +102,10 @@ impl Catalog {
         check_allowed(record, &hold.location)?;
         let location = hold.location.trim_end_matches('/').to_string();
         let locations = vec![parse_object(&location)?];
-        Ok(StagedLocation {
-            hold,
+        Ok(Reach {
             location,
             locations,
+            hold: Some(hold),
         })
     }
 

@@ -143,8 +143,8 @@ pub enum Mutation {
         to: Ident,
         expected: String,
     },
-    /// Holds a staged create's location until its credentials expire (see
-    /// [`Reservation`]).
+    /// Holds a staged create's location while what was delegated for it reaches it
+    /// (see [`Reservation`]).
     ReserveLocation(Reservation),
     /// Keeps a validated scan or commit metrics report.
     RecordMetrics {

@@ -14,14 +14,15 @@
 
 use crate::model::{CatalogId, Ident, Namespace};
 
-/// A staged create's canonical `location` held for `ident` until `expires_ms`, when the
-/// credentials vended for it expire: until then no table or view may be written in it
-/// or around it (`LocationReserved`) but the staged create itself, under its name and
-/// `table_uuid` ([`refusing`]), as they would be reachable with those credentials.
-/// Refused, holding nothing, where any object's location, a purge's or another staged
-/// create's overlaps it (but the same name's, staged by the same `principal`: a retry).
-/// A location held again under the same name takes the new uuid and keeps the later
-/// expiry.
+/// A staged create's canonical `location` held for `ident` until `expires_ms`, when what
+/// was delegated for it (vended credentials, signatures) stops reaching it: until then no
+/// table or view may be written in it or around it (`LocationReserved`) but the staged
+/// create itself, under its name and `table_uuid` ([`refusing`]), as they would be
+/// reachable with those credentials. Refused, holding nothing, where any object's
+/// location, a purge's or another staged create's overlaps it (but the same name's,
+/// staged by the same `principal`: a retry). A location held again under the same name
+/// takes the new uuid and keeps the later expiry; under the same uuid (an extension) it
+/// keeps its staging time, and a hold whose create has landed keeps its expiry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
     pub catalog: CatalogId,
