@@ -11,6 +11,8 @@
 //!   change is one `WriteBatch` through one write seam (the event outbox goes there).
 //! - `storage/`: metadata files behind the `FileStore` trait (local now; object stores
 //!   are new backends), and location rules.
+//! - `federation/`: catalogs served from a remote Iceberg REST catalog (the remote's
+//!   client, and the privileges and scrubbing around each forwarded request).
 //! - `model/`: names and records every layer shares; depends on nothing else.
 //! - `bench/`: `floe bench`, a load generator for any Iceberg REST catalog.
 //! - `json_text.rs`, `stable_hash.rs`: small pure helpers (JSON text written fast and as
@@ -23,6 +25,7 @@ pub mod bench;
 pub mod catalog;
 pub mod cli;
 pub mod events;
+pub mod federation;
 pub mod http;
 pub mod json_text;
 pub mod metrics;

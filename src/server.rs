@@ -218,6 +218,9 @@ pub async fn build(config: &ServerConfig) -> anyhow::Result<http::App> {
     tokio::spawn(purge_idempotency_records(Arc::downgrade(&catalog)));
     start_events(&catalog, &config.events).await?;
     tokio::spawn(expire_dropped(Arc::downgrade(&catalog)));
+    if config.auth.mode == AuthMode::None {
+        tokio::spawn(follow_security(Arc::downgrade(&catalog)));
+    }
     let state = AppState::new(http::Shared {
         catalog,
         default_catalog: Arc::from(config.default_catalog.as_str()),
@@ -316,6 +319,22 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", path.display()))?;
     file.write_all(contents.as_bytes())?;
     Ok(())
+}
+
+/// Without authentication no request reads the security model, yet which catalogs are
+/// federated is kept there: re-checked as often as authenticated requests would, so a
+/// federated catalog another node created is forwarded here too within that interval.
+async fn follow_security(catalog: Weak<Catalog>) {
+    let mut tick = tokio::time::interval(crate::catalog::security::REFRESH_EVERY);
+    loop {
+        tick.tick().await;
+        let Some(catalog) = catalog.upgrade() else {
+            return;
+        };
+        if let Err(e) = catalog.security().await {
+            tracing::debug!(error = %e, "security model not re-checked");
+        }
+    }
 }
 
 /// Deletes expired idempotency records now and then, on every node (deleting the same

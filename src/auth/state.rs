@@ -41,6 +41,11 @@ pub struct SecurityState {
     /// (the expirer forgets it with its record; a later drop also clears it).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub kept_grants: BTreeMap<String, KeptGrants>,
+    /// The federated catalogs, by name: where their remote catalog is and how Floe signs
+    /// in there (`federation`). Here, not in the catalog's row, so that every node learns
+    /// of one as it learns of grants, and its secret stays with the signing keys.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub federated: BTreeMap<String, crate::federation::Connection>,
 }
 
 /// A dropped object's grants, kept for its undrop.
@@ -368,6 +373,7 @@ impl SecurityState {
     /// Forgets a dropped catalog's roles and their assignments.
     pub fn remove_catalog(&mut self, catalog: &str) {
         self.catalog_roles.remove(catalog);
+        self.federated.remove(catalog);
         self.kept_grants.retain(|_, k| k.catalog != catalog);
         for role in self.principal_roles.values_mut() {
             role.catalog_roles.retain(|(c, _)| c != catalog);

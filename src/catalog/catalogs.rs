@@ -1,13 +1,16 @@
 //! Catalogs: the REST `prefix`, managed through Polaris's management API shape.
 //! INTERNAL catalogs change through the REST API; EXTERNAL ones (Polaris's static
-//! facades) only through notifications (`notifications.rs`). Federation (an EXTERNAL
-//! catalog with a `connectionConfigInfo`, served from a remote catalog) is refused.
+//! facades) only through notifications (`notifications.rs`), unless they have a
+//! `connectionConfigInfo`: a federated catalog, whose REST requests are forwarded to
+//! its remote catalog (`crate::federation`, `http::federated`). Its connection is kept in
+//! the security model, created and dropped with the catalog in one write.
 
 use super::error::{catalog_missing, CatalogError, CatalogResult};
 use super::locations::{allowed_bases, catalog_base, check_allowed, DEFAULT_BASE_LOCATION};
 use super::{new_catalog_id, Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{Draft, Operation};
+use crate::federation::Connection;
 use crate::model::{now_ms, validate_catalog_name, CatalogRecord, CatalogType, Properties};
 use crate::storage::config::{allowed_locations, check_properties};
 use crate::storage::{path_segment, StorageConfig};
@@ -19,7 +22,7 @@ pub struct NewCatalog {
     pub name: String,
     /// `INTERNAL` or `EXTERNAL`.
     pub catalog_type: String,
-    /// Polaris's `connectionConfigInfo` (a federated catalog): refused when present.
+    /// Polaris's `connectionConfigInfo`: a federated catalog (EXTERNAL only).
     pub connection_config: Option<serde_json::Value>,
     pub properties: Properties,
     /// Polaris's `storageConfigInfo`; `None` means FILE storage under the base location.
@@ -49,11 +52,17 @@ impl Catalog {
                 new.catalog_type
             ))
         })?;
-        if new.connection_config.is_some() {
-            return Err(CatalogError::bad_request(
-                "Federated catalogs (connectionConfigInfo) are not supported: an EXTERNAL catalog here follows its source through notifications",
-            ));
-        }
+        let connection = match &new.connection_config {
+            None => None,
+            Some(_) if catalog_type != CatalogType::External => {
+                return Err(CatalogError::bad_request(
+                    "A catalog with a connectionConfigInfo is served from its remote catalog: its type must be EXTERNAL",
+                ))
+            }
+            Some(info) => {
+                Some(Connection::parse(info).map_err(|e| CatalogError::bad_request(e.0))?)
+            }
+        };
         let mut properties = new.properties;
         let storage_config = new
             .storage_config
@@ -85,6 +94,7 @@ impl Catalog {
             catalog_type,
             properties,
             storage_config,
+            connection: connection.as_ref().map(Connection::view),
             created_ms: now,
             updated_ms: now,
             version: 1,
@@ -103,6 +113,9 @@ impl Catalog {
             Mutation::CreateCatalog(record.clone()),
             |state| {
                 state.add_catalog(&name, now);
+                if let Some(connection) = &connection {
+                    state.federated.insert(name.clone(), connection.clone());
+                }
                 Ok(((), outcome.clone()))
             },
         )
@@ -152,7 +165,26 @@ impl Catalog {
     pub async fn list_catalogs(&self, ctx: &RequestContext) -> CatalogResult<Vec<CatalogRecord>> {
         let mut catalogs = self.store.list_catalogs().await?;
         catalogs.retain(|c| ctx.sees_catalog(&c.name));
+        let model = self.security().await?;
+        for catalog in &mut catalogs {
+            catalog.connection = model
+                .state
+                .federated
+                .get(&catalog.name)
+                .map(Connection::view);
+        }
         Ok(catalogs)
+    }
+
+    /// The record with its connection as shown, when it is federated.
+    async fn with_connection(&self, mut record: CatalogRecord) -> CatalogResult<CatalogRecord> {
+        let model = self.security().await?;
+        record.connection = model
+            .state
+            .federated
+            .get(&record.name)
+            .map(Connection::view);
+        Ok(record)
     }
 
     /// The catalog's record, for its management API (CATALOG_READ_PROPERTIES).
@@ -166,7 +198,8 @@ impl Catalog {
             Privilege::CATALOG_READ_PROPERTIES,
             &Securable::Catalog,
         )?;
-        self.get_catalog(name).await
+        let record = self.get_catalog(name).await?;
+        self.with_connection(record).await
     }
 
     /// Replaces the given parts; fails with 409 when `expected_version` is stale.
@@ -252,7 +285,10 @@ impl Catalog {
         match written {
             // Another update won between the read and the write.
             Err(CatalogError::CommitFailed(_)) => Err(stale_version(name, expected)),
-            other => other.map(|_| updated),
+            other => match other {
+                Ok(_) => self.with_connection(updated).await,
+                Err(e) => Err(e),
+            },
         }
     }
 
@@ -269,7 +305,9 @@ impl Catalog {
             state.remove_catalog(&record.name);
             Ok(((), Outcome::NoContent))
         })
-        .await
+        .await?;
+        self.remotes.forget(name);
+        Ok(())
     }
 }
 

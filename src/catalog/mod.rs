@@ -147,6 +147,8 @@ pub struct Catalog {
     settings: CatalogSettings,
     commit_locks: CommitLocks,
     security: security::SecurityCache,
+    /// The clients of the federated catalogs' remotes.
+    remotes: crate::federation::remote::Remotes,
     /// The models of the documents this node's commits wrote, for the next commit.
     parsed: parsed::ParsedCache<parsed::Model>,
     /// Woken after every write that added events: this node's relay publishes them
@@ -169,6 +171,7 @@ impl Catalog {
             settings,
             commit_locks: CommitLocks::new(),
             security: security::SecurityCache::default(),
+            remotes: Default::default(),
             events_written: Arc::new(tokio::sync::Notify::new()),
         }
     }

@@ -108,6 +108,11 @@ impl Catalog {
                 "Cannot update catalog {catalog} through notifications: it is INTERNAL (only an EXTERNAL catalog takes them)"
             )));
         }
+        if self.federated(catalog).await?.is_some() {
+            return Err(CatalogError::bad_request(format!(
+                "Cannot update catalog {catalog} through notifications: it is federated, served from its remote catalog"
+            )));
+        }
         let location = &notification.metadata_location;
         match notification.kind {
             NotificationType::Validate => {

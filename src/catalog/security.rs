@@ -44,6 +44,9 @@ const MAX_SCOPE_BYTES: usize = 4096;
 pub struct SecurityCache {
     current: RwLock<Arc<Cached>>,
     checked: Mutex<Option<Instant>>,
+    /// Whether the cached model has a federated catalog: requests check this before
+    /// looking for their catalog among them (`http::federated`).
+    any_federated: std::sync::atomic::AtomicBool,
     /// Verified tokens: principal and access, valid while the model's version holds.
     /// Keyed with foldhash: every authenticated request looks its token up here, and
     /// SipHash over a ~200-byte token was half the lookup's cost. Only tokens that
@@ -125,6 +128,27 @@ impl Catalog {
         self
     }
 
+    /// Whether the model as this node knows it has a federated catalog: one atomic load,
+    /// so that requests to other catalogs pay nothing for federation.
+    pub fn any_federated(&self) -> bool {
+        self.security
+            .any_federated
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The remote of `catalog` if it is federated (as fresh as grants are), else `None`.
+    pub async fn federated(
+        &self,
+        catalog: &str,
+    ) -> CatalogResult<Option<Arc<crate::federation::remote::Remote>>> {
+        let cached = self.security().await?;
+        Ok(cached
+            .state
+            .federated
+            .get(catalog)
+            .map(|connection| self.remotes.get(catalog, connection)))
+    }
+
     /// The model as this node knows it, re-read if another node changed it (checked at
     /// most every [`REFRESH_EVERY`]).
     pub async fn security(&self) -> CatalogResult<Arc<Cached>> {
@@ -164,6 +188,10 @@ impl Catalog {
         });
         let mut current = self.security.current.write().expect("poisoned");
         if cached.version >= current.version {
+            self.security.any_federated.store(
+                !cached.state.federated.is_empty(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
             *current = cached.clone();
             self.security.tokens.lock().expect("poisoned").clear();
         }

@@ -1,5 +1,6 @@
 //! What every request goes through, around its route: a request id (echoed as
-//! `X-Request-Id`), authentication, the request's metrics and its access-log line.
+//! `X-Request-Id`), authentication, the request's metrics and its access-log line; and
+//! for a federated catalog's request, forwarding instead of the route.
 //!
 //! A hand-written layer, not `middleware::from_fn`: `Router::layer` wraps every route in
 //! it, and `from_fn` would add a boxed `Next` and a second boxed future to each request.
@@ -114,7 +115,10 @@ where
         .into_response(),
         // A panic in a route (a bug, here or in a library) is answered as an internal
         // error, logged, instead of dropping the connection with no answer.
-        Ok(()) => match AssertUnwindSafe(inner(request)).catch_unwind().await {
+        Ok(()) => match AssertUnwindSafe(routed(state, request, inner))
+            .catch_unwind()
+            .await
+        {
             Ok(response) => response,
             Err(panic) => panicked(&*panic, &id),
         },
@@ -140,6 +144,25 @@ where
         });
     }
     response
+}
+
+/// The request's route, unless its catalog is federated: then it is forwarded to the
+/// remote catalog (`super::federated`). Only when this node knows of a federated catalog
+/// at all, and boxed, so that no other request's future grows by the forwarding's.
+async fn routed<F, Fut>(state: &AppState, request: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Response>,
+{
+    let request = if state.catalog.any_federated() {
+        match Box::pin(super::federated::intercept(state, request)).await {
+            Ok(forwarded) => return forwarded,
+            Err(request) => request,
+        }
+    } else {
+        request
+    };
+    inner(request).await
 }
 
 /// The 500 for a route that panicked, with the panic's message in the log (under an

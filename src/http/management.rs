@@ -28,7 +28,7 @@ pub fn routes(routes: Routes) -> Routes {
 }
 
 pub fn catalog_json(catalog: &CatalogRecord) -> Value {
-    json!({
+    let mut json = json!({
         "type": catalog.catalog_type.as_str(),
         "name": catalog.name,
         "properties": catalog.properties,
@@ -36,13 +36,18 @@ pub fn catalog_json(catalog: &CatalogRecord) -> Value {
         "lastUpdateTimestamp": catalog.updated_ms,
         "entityVersion": catalog.version,
         "storageConfigInfo": catalog.storage_config,
-    })
+    });
+    if let Some(connection) = &catalog.connection {
+        json["connectionConfigInfo"] = connection.clone();
+    }
+    json
 }
 
 /// Lists the catalogs the caller has any grant in. Those whose properties it may not
 /// read (`CATALOG_READ_PROPERTIES`, as loading one needs) are shown without them: only
 /// the base location and the storage type, the parts Polaris's `Catalog` requires, and
-/// none of the storage configuration (role, endpoints, allowed locations).
+/// none of the storage configuration (role, endpoints, allowed locations) nor a
+/// federated catalog's connection.
 async fn list(State(state): State<AppState>, Ctx(ctx): Ctx) -> ApiResult<Json<Value>> {
     let catalogs = state.catalog.list_catalogs(&ctx).await?;
     let shown = |catalog: &CatalogRecord| {
@@ -56,6 +61,9 @@ async fn list(State(state): State<AppState>, Ctx(ctx): Ctx) -> ApiResult<Json<Va
             json["properties"] = json!({ DEFAULT_BASE_LOCATION: base });
             json["storageConfigInfo"] =
                 json!({ "storageType": catalog.storage_config["storageType"] });
+            if let Some(shown) = json.as_object_mut() {
+                shown.remove("connectionConfigInfo");
+            }
         }
         json
     };

@@ -8,6 +8,8 @@
 //! - `generic`: Polaris's generic tables (`/polaris/v1/{prefix}/…/generic-tables`).
 //! - `policies`: Polaris's policy API (`/polaris/v1/{prefix}/…/policies`,
 //!   `/polaris/v1/{prefix}/applicable-policies`).
+//! - `federated`: requests to a federated catalog, authorized here and forwarded to its
+//!   remote catalog (before routing reaches a handler).
 //! - `events`: the REST events endpoint (the change-event outbox, page by page).
 //! - `management`: Polaris's management API for catalogs; `dropped`: Floe's undrop
 //!   endpoints beside it.
@@ -33,6 +35,7 @@ mod dropped;
 pub mod error;
 mod events;
 mod extract;
+mod federated;
 mod front;
 mod generic;
 mod hot;

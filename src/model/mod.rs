@@ -98,6 +98,11 @@ pub struct CatalogRecord {
     pub properties: Properties,
     /// Polaris's `storageConfigInfo`, kept as sent.
     pub storage_config: serde_json::Value,
+    /// A federated catalog's `connectionConfigInfo` as shown, without its secrets: the
+    /// connection lives in the security model (`federation`), and the management API's
+    /// reads fill this in from there; the catalog's row does not keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<serde_json::Value>,
     pub created_ms: i64,
     pub updated_ms: i64,
     pub version: i64,

@@ -412,6 +412,7 @@ impl CatalogRow {
             })?,
             properties: from_json(&self.properties)?,
             storage_config: from_json(&self.storage_config)?,
+            connection: None,
             created_ms: self.created_ms,
             updated_ms: self.updated_ms,
             version: self.version,

@@ -380,7 +380,7 @@ async fn external_catalogs_are_created_as_polaris_creates_them() {
         (
             json!({ "catalog": { "type": "EXTERNAL", "name": "x", "properties": {},
             "connectionConfigInfo": { "connectionType": "ICEBERG_REST", "uri": "http://127.0.0.1:1/api" } } }),
-            "Federated",
+            "authenticationParameters is required",
         ),
     ] {
         let message = s

@@ -17,10 +17,7 @@ use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-const ROOT_ID: &str = "root-id";
-const ROOT_SECRET: &str = "root-secret-0123456789";
 const AUDIENCE: &str = "floe-tests";
-const MGMT: &str = "/api/management/v1";
 
 fn key(n: u8) -> EncodingKey {
     let pem = match n {

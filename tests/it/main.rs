@@ -14,6 +14,7 @@ mod bench_workloads;
 mod http_api;
 mod http_auth;
 mod http_errors;
+mod http_federation;
 mod http_idempotency;
 mod http_notifications;
 mod http_oidc;

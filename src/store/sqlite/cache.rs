@@ -615,6 +615,7 @@ mod tests {
             catalog_type: Default::default(),
             properties: Properties::from([("k".to_string(), "v".to_string())]),
             storage_config: serde_json::json!({"storageType": "FILE"}),
+            connection: None,
             created_ms: 1,
             updated_ms: 2,
             version,

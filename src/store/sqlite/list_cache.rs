@@ -384,6 +384,7 @@ mod tests {
             catalog_type: Default::default(),
             properties: Properties::new(),
             storage_config: serde_json::json!({"storageType": "FILE"}),
+            connection: None,
             created_ms: 1,
             updated_ms: 1,
             version: 1,

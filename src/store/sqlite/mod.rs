@@ -832,6 +832,7 @@ mod tests {
             catalog_type: Default::default(),
             properties: Default::default(),
             storage_config: serde_json::json!({"storageType": "FILE"}),
+            connection: None,
             created_ms: 0,
             updated_ms: 0,
             version: 1,

@@ -4,10 +4,12 @@
 //! Every request goes through [`Server::send`], which fails the test on any 500: a 500
 //! is always a server bug.
 
+pub mod auth;
 pub mod files;
 
 use std::path::PathBuf;
 
+pub use auth::*;
 pub use files::{local_path, tree, Files};
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
