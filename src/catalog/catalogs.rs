@@ -9,6 +9,7 @@ use super::error::{catalog_missing, CatalogError, CatalogResult};
 use super::locations::{allowed_bases, catalog_base, check_allowed, DEFAULT_BASE_LOCATION};
 use super::{new_catalog_id, Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
+use crate::auth::state::SecurityState;
 use crate::events::{Draft, Operation};
 use crate::federation::Connection;
 use crate::model::{now_ms, validate_catalog_name, CatalogRecord, CatalogType, Properties};
@@ -167,11 +168,7 @@ impl Catalog {
         catalogs.retain(|c| ctx.sees_catalog(&c.name));
         let model = self.security().await?;
         for catalog in &mut catalogs {
-            catalog.connection = model
-                .state
-                .federated
-                .get(&catalog.name)
-                .map(Connection::view);
+            catalog.connection = connection_view(&model.state, &catalog.name);
         }
         Ok(catalogs)
     }
@@ -179,11 +176,7 @@ impl Catalog {
     /// The record with its connection as shown, when it is federated.
     async fn with_connection(&self, mut record: CatalogRecord) -> CatalogResult<CatalogRecord> {
         let model = self.security().await?;
-        record.connection = model
-            .state
-            .federated
-            .get(&record.name)
-            .map(Connection::view);
+        record.connection = connection_view(&model.state, &record.name);
         Ok(record)
     }
 
@@ -309,6 +302,11 @@ impl Catalog {
         self.remotes.forget(name);
         Ok(())
     }
+}
+
+/// A federated catalog's `connectionConfigInfo` as shown (no secrets), if it is one.
+fn connection_view(model: &SecurityState, name: &str) -> Option<serde_json::Value> {
+    model.federated.get(name).map(Connection::view)
 }
 
 fn stale_version(name: &str, expected: i64) -> CatalogError {
