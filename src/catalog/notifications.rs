@@ -108,7 +108,15 @@ impl Catalog {
                 "Cannot update catalog {catalog} through notifications: it is INTERNAL (only an EXTERNAL catalog takes them)"
             )));
         }
-        if self.federated(catalog).await?.is_some() {
+        // Read fresh from the store, not from this node's model (up to a second old): a
+        // catalog made federated on another node just now must not get local tables.
+        if self
+            .reload_security()
+            .await?
+            .state
+            .federated
+            .contains_key(catalog)
+        {
             return Err(CatalogError::bad_request(format!(
                 "Cannot update catalog {catalog} through notifications: it is federated, served from its remote catalog"
             )));

@@ -1,7 +1,8 @@
 //! The client of a remote Iceberg REST catalog: one [`Remote`] per federated catalog,
-//! holding its HTTP connections, its path prefix (asked once from the remote's
-//! `/v1/config`) and, with OAuth, its bearer token (fetched on first use, renewed a
-//! minute before it expires, and once more when the remote answers 401).
+//! holding its HTTP connections, its configuration (asked once from the remote's
+//! `/v1/config`: path prefix, endpoints, idempotency) and, with OAuth, its bearer token
+//! (fetched on first use, renewed a minute before it expires, and once when the remote
+//! refuses it: by the first request refused, the others then use the new one).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,8 @@ pub enum RemoteError {
 /// A request to forward: what follows the remote's prefix, and what goes with it.
 pub struct Outgoing<'a> {
     pub method: Method,
-    /// The path after the catalog's prefix, as the client encoded it (starts with `/`).
+    /// The path after the catalog's prefix (starts with `/`), each segment encoded by
+    /// Floe from its decoded text, so the remote gets exactly the path that was checked.
     pub tail: &'a str,
     pub query: Option<&'a str>,
     pub headers: HeaderMap,
@@ -88,7 +90,7 @@ impl Remotes {
                 let remote = Arc::new(Remote {
                     connection: connection.clone(),
                     http: self.http.clone(),
-                    prefix: tokio::sync::OnceCell::new(),
+                    config: tokio::sync::OnceCell::new(),
                     token: tokio::sync::Mutex::new(None),
                 });
                 by_catalog.insert(catalog.to_string(), remote.clone());
@@ -107,9 +109,41 @@ impl Remotes {
 pub struct Remote {
     connection: Connection,
     http: reqwest::Client,
-    /// `/v1/{prefix}` of the remote catalog, from its `/v1/config` (empty: none).
-    prefix: tokio::sync::OnceCell<String>,
+    /// What the remote's `/v1/config` said, asked once.
+    config: tokio::sync::OnceCell<RemoteConfig>,
     token: tokio::sync::Mutex<Option<(String, Instant)>>,
+}
+
+/// The parts of a remote's `/v1/config` that Floe uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteConfig {
+    /// `/{prefix}` of the remote catalog's paths, or empty for none.
+    pub prefix: String,
+    /// The endpoints it serves, if it lists them (clients assume a default set if not).
+    pub endpoints: Option<Vec<String>>,
+    /// How long it keeps idempotency keys, if it does.
+    pub idempotency_key_lifetime: Option<String>,
+}
+
+impl RemoteConfig {
+    /// From the remote's `/v1/config` answer; its overrides win over its defaults.
+    pub fn from_answer(config: &serde_json::Value) -> RemoteConfig {
+        let prefix = ["overrides", "defaults"]
+            .iter()
+            .find_map(|part| config[part]["prefix"].as_str())
+            .unwrap_or_default();
+        RemoteConfig {
+            prefix: if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("/{prefix}")
+            },
+            endpoints: serde_json::from_value(config["endpoints"].clone()).ok(),
+            idempotency_key_lifetime: config["idempotency-key-lifetime"]
+                .as_str()
+                .map(str::to_string),
+        }
+    }
 }
 
 /// An error's text with its causes (reqwest's top level says little: "error sending
@@ -135,30 +169,30 @@ const ANSWER_HEADERS: [HeaderName; 3] = [
 impl Remote {
     /// Sends `out` to the remote and returns its answer, whatever its status.
     pub async fn send(&self, out: Outgoing<'_>) -> Result<Answer, RemoteError> {
-        let prefix = self
-            .prefix
-            .get_or_try_init(|| self.discover_prefix())
-            .await?;
+        let prefix = &self.config().await?.prefix;
         let mut url = format!("{}/v1{prefix}{}", self.connection.uri, out.tail);
         if let Some(query) = out.query {
             url.push('?');
             url.push_str(query);
         }
-        let mut renewed = false;
+        let mut refused: Option<String> = None;
         loop {
             let mut request = self
                 .http
                 .request(out.method.clone(), &url)
                 .headers(out.headers.clone())
                 .body(out.body.clone());
-            if let Some(token) = self.bearer(renewed).await? {
+            let token = self.bearer(refused.as_deref()).await?;
+            if let Some(token) = &token {
                 request = request.bearer_auth(token);
             }
             let response = request.send().await.map_err(|e| sent_error(&e))?;
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED {
-                if !renewed && matches!(self.connection.auth, RemoteAuth::Oauth { .. }) {
-                    renewed = true;
+                // Once with a fresh token (an OAuth token may have been revoked early).
+                let oauth = matches!(self.connection.auth, RemoteAuth::Oauth { .. });
+                if refused.is_none() && oauth {
+                    refused = token.or_else(|| Some(String::new()));
                     continue;
                 }
                 return Err(RemoteError::Refused(format!(
@@ -181,15 +215,19 @@ impl Remote {
         }
     }
 
-    /// The remote catalog's path prefix (`/{prefix}`, or empty), from its `/v1/config`.
-    async fn discover_prefix(&self) -> Result<String, RemoteError> {
+    /// What the remote's `/v1/config` says (asked on first use, then kept).
+    pub async fn config(&self) -> Result<&RemoteConfig, RemoteError> {
+        self.config.get_or_try_init(|| self.read_config()).await
+    }
+
+    async fn read_config(&self) -> Result<RemoteConfig, RemoteError> {
         let mut url = format!("{}/v1/config", self.connection.uri);
         if let Some(warehouse) = &self.connection.remote_catalog_name {
             url.push_str("?warehouse=");
             url.extend(url::form_urlencoded::byte_serialize(warehouse.as_bytes()));
         }
         let mut request = self.http.get(&url);
-        if let Some(token) = self.bearer(false).await? {
+        if let Some(token) = self.bearer(None).await? {
             request = request.bearer_auth(token);
         }
         let unreachable = |why: String| {
@@ -210,19 +248,12 @@ impl Remote {
         }
         let config: serde_json::Value =
             response.json().await.map_err(|e| unreachable(chain(&e)))?;
-        let prefix = ["overrides", "defaults"]
-            .iter()
-            .find_map(|part| config[part]["prefix"].as_str())
-            .unwrap_or_default();
-        Ok(if prefix.is_empty() {
-            String::new()
-        } else {
-            format!("/{prefix}")
-        })
+        Ok(RemoteConfig::from_answer(&config))
     }
 
-    /// The bearer token to send, if the connection uses one; a fresh one with `renew`.
-    async fn bearer(&self, renew: bool) -> Result<Option<String>, RemoteError> {
+    /// The bearer token to send, if the connection uses one. With `refused` (the token
+    /// the remote just refused), a fresh one, unless another request renewed it already.
+    async fn bearer(&self, refused: Option<&str>) -> Result<Option<String>, RemoteError> {
         let (token_uri, client_id, client_secret, scopes) = match &self.connection.auth {
             RemoteAuth::Implicit => return Ok(None),
             RemoteAuth::Bearer { token } => return Ok(Some(token.clone())),
@@ -235,7 +266,7 @@ impl Remote {
         };
         let mut cached = self.token.lock().await;
         if let Some((token, renew_at)) = cached.as_ref() {
-            if !renew && Instant::now() < *renew_at {
+            if refused != Some(token.as_str()) && Instant::now() < *renew_at {
                 return Ok(Some(token.clone()));
             }
         }
@@ -270,8 +301,13 @@ impl Remote {
             .await
             .map_err(|e| refused(chain(&e)))?;
         let status = response.status();
-        if !status.is_success() {
+        if status.is_client_error() {
             // The endpoint's error body can echo what was sent: not repeated.
+            return Err(RemoteError::Refused(format!(
+                "the remote catalog's token endpoint {endpoint} refused Floe's client credentials (HTTP {status})"
+            )));
+        }
+        if !status.is_success() {
             return Err(refused(format!("HTTP {status}")));
         }
         let answer: serde_json::Value = response.json().await.map_err(|e| refused(chain(&e)))?;

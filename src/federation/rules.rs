@@ -12,7 +12,7 @@
 //!   for the same reason.
 
 use axum::http::Method;
-use iceberg::TableUpdate;
+use iceberg::{TableRequirement, TableUpdate};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -60,6 +60,8 @@ impl IdentBody {
 struct Commit {
     identifier: Option<IdentBody>,
     #[serde(default)]
+    requirements: Vec<TableRequirement>,
+    #[serde(default)]
     updates: Vec<TableUpdate>,
 }
 
@@ -79,13 +81,22 @@ fn parse<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T, Refusa
     serde_json::from_slice(body).map_err(|e| bad(format!("Malformed {what}: {e}")))
 }
 
-/// A commit's privileges on `table`, as a local commit checks them.
-fn commit_needs(table: &Ident, updates: &[TableUpdate]) -> Needs {
+/// A commit's privileges on `table`, as a local commit checks them: its updates', and
+/// TABLE_CREATE on the namespace when it asserts the table does not exist yet (the
+/// second step of a staged create).
+fn commit_needs(table: &Ident, commit: &Commit) -> Needs {
     let target = Securable::table(table);
-    update_privileges(updates)
+    let mut needs: Needs = update_privileges(&commit.updates)
         .into_iter()
         .map(|p| (p, target.clone()))
-        .collect()
+        .collect();
+    if commit.requirements.contains(&TableRequirement::NotExist) {
+        needs.push((
+            Privilege::TABLE_CREATE,
+            Securable::namespace(&table.namespace),
+        ));
+    }
+    needs
 }
 
 /// The privileges `method` on the path after the catalog's prefix (`segments`,
@@ -122,13 +133,13 @@ pub fn needed(
         ["namespaces", ns, "tables", t] if read => one(P::TABLE_READ_PROPERTIES, at_table(ns, t)?),
         ["namespaces", ns, "tables", t] if post => {
             let table = ident(ns, t)?;
-            let commit: Commit = parse(body, "table commit")?;
-            if let Some(named) = commit.identifier {
+            let mut commit: Commit = parse(body, "table commit")?;
+            if let Some(named) = commit.identifier.take() {
                 if named.ident()? != table {
                     return Err(bad("The identifier in the body does not match the path"));
                 }
             }
-            Ok(commit_needs(&table, &commit.updates))
+            Ok(commit_needs(&table, &commit))
         }
         ["namespaces", ns, "tables", t] if delete => {
             let mut needs = vec![(P::TABLE_DROP, at_table(ns, t)?)];
@@ -154,6 +165,7 @@ pub fn needed(
         }
         ["namespaces", ns, "views"] if get => one(P::VIEW_LIST, at_namespace(ns)?),
         ["namespaces", ns, "views"] if post => one(P::VIEW_CREATE, at_namespace(ns)?),
+        ["namespaces", ns, "register-view"] if post => one(P::VIEW_CREATE, at_namespace(ns)?),
         ["namespaces", ns, "views", v] if read => {
             one(P::VIEW_READ_PROPERTIES, ident(ns, v).map(|i| Securable::view(&i))?)
         }
@@ -182,12 +194,13 @@ pub fn needed(
                 return Err(bad("A transaction needs at least one table change"));
             }
             let mut needs = Vec::new();
-            for change in transaction.table_changes {
+            for mut change in transaction.table_changes {
                 let table = change
                     .identifier
+                    .take()
                     .ok_or_else(|| bad("Every table change in a transaction needs an identifier"))?
                     .ident()?;
-                needs.extend(commit_needs(&table, &change.updates));
+                needs.extend(commit_needs(&table, &change));
             }
             Ok(needs)
         }
@@ -196,9 +209,11 @@ pub fn needed(
 }
 
 /// Whether a `config` key of a remote's table answer grants storage access (a key, a
-/// token, a signer): such keys are removed before the answer reaches the caller.
+/// token, a signer, a connection string): such keys are removed before the answer
+/// reaches the caller. Wide on purpose: a setting removed by mistake costs a client
+/// setting of its own, a credential kept would hand out the remote's access.
 fn is_credential(key: &str) -> bool {
-    const MARKS: [&str; 9] = [
+    const MARKS: [&str; 11] = [
         "secret",
         "token",
         "access-key",
@@ -208,9 +223,11 @@ fn is_credential(key: &str) -> bool {
         "remote-signing",
         "credential",
         "password",
+        "connection-string",
+        "private",
     ];
     let key = key.to_ascii_lowercase();
-    MARKS.iter().any(|mark| key.contains(mark))
+    MARKS.iter().any(|mark| key.contains(mark)) || key.ends_with("key")
 }
 
 /// Removes the storage credentials from a remote's JSON answer (`storage-credentials`,
@@ -277,6 +294,7 @@ mod tests {
                 P::TABLE_READ_DATA,
             ),
             (Method::GET, "namespaces/a/views", P::VIEW_LIST),
+            (Method::POST, "namespaces/a/register-view", P::VIEW_CREATE),
             (Method::DELETE, "namespaces/a/views/v", P::VIEW_DROP),
         ];
         for (method, path, privilege) in cases {
@@ -302,6 +320,22 @@ mod tests {
         assert_eq!(
             privileges(Method::POST, "namespaces/a/tables/t", props),
             Ok(vec![P::TABLE_SET_PROPERTIES])
+        );
+        let staged = json!({"requirements": [{"type": "assert-create"}],
+            "updates": [{"action": "set-properties", "updates": {"k": "v"}}]});
+        assert_eq!(
+            privileges(Method::POST, "namespaces/a/tables/t", staged.clone()),
+            Ok(vec![P::TABLE_SET_PROPERTIES, P::TABLE_CREATE])
+        );
+        let mut staged_change = staged;
+        staged_change["identifier"] = json!({"namespace": ["a"], "name": "t"});
+        assert_eq!(
+            privileges(
+                Method::POST,
+                "transactions/commit",
+                json!({"table-changes": [staged_change]})
+            ),
+            Ok(vec![P::TABLE_SET_PROPERTIES, P::TABLE_CREATE])
         );
         let empty = json!({"requirements": [], "updates": []});
         assert_eq!(
@@ -378,6 +412,8 @@ mod tests {
                 "s3.session-token": "ST", "s3.endpoint": "http://s3",
                 "s3.signer.uri": "http://remote", "adls.sas-token.acct": "sas",
                 "gcs.oauth2.token": "g", "client.region": "us-east-1",
+                "adls.auth.shared-key.account.key": "k",
+                "adls.connection-string.acct": "DefaultEndpointsProtocol=https;AccountKey=k",
             },
             "storage-credentials": [{"prefix": "s3://b", "config": {"s3.secret-access-key": "SK"}}],
         });

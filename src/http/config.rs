@@ -84,6 +84,15 @@ async fn get_config(
     // given, so a name with a space or a `%` would otherwise make a path Java cannot
     // send or one that decodes to another name. Plain names are unchanged.
     let prefix = crate::model::path_segment(&prefix);
+    // A federated catalog's clients get the remote's endpoints and idempotency (asked
+    // only for a catalog the caller sees: otherwise the answer would tell one apart).
+    if state.catalog.any_federated() && ctx.sees_catalog(name) {
+        if let Some(remote) = state.catalog.federated(name).await? {
+            return Ok(Json(
+                super::federated::config(name, &prefix, &remote, &ctx.request_id).await?,
+            ));
+        }
+    }
     Ok(Json(json!({
         "defaults": {},
         "overrides": { "prefix": prefix },

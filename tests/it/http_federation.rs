@@ -2,8 +2,8 @@
 //! Iceberg REST catalog (here another Floe server, with authentication on, reached with
 //! OAuth client credentials). Changes made through the federated catalog land in the
 //! remote; privileges are checked here first, and a refused request reaches nothing;
-//! the connection's secret is never shown; an unreachable remote is a 503, one that
-//! refuses Floe's credentials a 502. Runs on the embedded store, and on PostgreSQL when
+//! paths reach the remote as they were checked; the connection's secret is never shown;
+//! an unreachable remote is a 503, one that refuses Floe's credentials a 502. Runs on the embedded store, and on PostgreSQL when
 //! `FLOE_TEST_DATABASE_URL` is set.
 
 use crate::common::*;
@@ -155,6 +155,38 @@ async fn a_federated_catalog_serves_its_remote_catalog() {
         .await
         .error(404, "NoSuchTableException");
 
+    // The configuration lists what is forwarded and the remote serves, and the remote's
+    // idempotency (a retry's replay is the remote's).
+    let config = local.get("/v1/config?warehouse=fed").await.ok(200).json();
+    assert_eq!(config["overrides"]["prefix"], "fed");
+    let endpoints = config["endpoints"].as_array().unwrap();
+    assert!(endpoints.contains(&json!("POST /v1/{prefix}/transactions/commit")));
+    assert!(!endpoints
+        .iter()
+        .any(|e| e.as_str().unwrap().contains("/credentials")));
+    let remote_config = remote_root.get("/v1/config").await.ok(200).json();
+    assert_eq!(
+        config["idempotency-key-lifetime"],
+        remote_config["idempotency-key-lifetime"]
+    );
+
+    // A path is forwarded as it was checked: a backslash or a slash inside a segment
+    // stays inside it (here, a table name the remote does not have), never a way to
+    // another path on the remote's host. (Dot segments, which this client's URL parser
+    // resolves before sending, are refused: unit-tested in http::federated.)
+    let escaped = local
+        .get(&format!(
+            "{FED}/namespaces/ns/tables/x%5C..%5C..%5C..%5Capi%5Cmanagement%5Cv1%5Cprincipals"
+        ))
+        .await;
+    assert!(
+        [400, 404].contains(&escaped.status),
+        "{}: {}",
+        escaped.status,
+        escaped.body
+    );
+    assert!(!escaped.body.contains(ROOT_ID), "{}", escaped.body);
+
     // Floe's own endpoints are not forwarded: nothing is vended or signed for the
     // remote's tables here, and notifications have nothing to mirror.
     local
@@ -205,7 +237,11 @@ async fn federated_requests_need_privileges_here() {
         &root,
         "lister",
         "fed",
-        &[grant("NAMESPACE_LIST"), grant("TABLE_LIST")],
+        &[
+            grant("NAMESPACE_LIST"),
+            grant("TABLE_LIST"),
+            grant("TABLE_WRITE_PROPERTIES"),
+        ],
     )
     .await;
     let lister = As::new(&local, &token(&local, &id, &secret, "catalog").await);
@@ -237,6 +273,25 @@ async fn federated_requests_need_privileges_here() {
         .ok(200)
         .json();
     assert_eq!(remote_listed["namespaces"], json!([["ns"]]));
+    // Creating a table by a commit that asserts it is new needs TABLE_CREATE, as here.
+    let create = json!({"requirements": [{"type": "assert-create"}],
+        "updates": [{"action": "set-properties", "updates": {"k": "v"}}]});
+    lister
+        .post(&table_path("new"), &create)
+        .await
+        .error(403, "ForbiddenException");
+    lister
+        .post(
+            "/v1/fed/transactions/commit",
+            &json!({"table-changes": [{"identifier": {"namespace": ["ns"], "name": "new"},
+                "requirements": [{"type": "assert-create"}], "updates": []}]}),
+        )
+        .await
+        .error(403, "ForbiddenException");
+    remote_root
+        .get(&table_url(&["ns"], "new"))
+        .await
+        .error(404, "NoSuchTableException");
     // Without a token, nothing at all.
     local
         .get(&format!("{FED}/namespaces"))
@@ -295,7 +350,10 @@ async fn a_remote_that_cannot_serve_is_a_503_or_a_502_and_bad_connections_are_re
         .await
         .error(503, "ServiceUnavailableException");
     assert!(message.contains("gone"), "{message}");
-    // A secret the remote's token endpoint refuses: no token, nothing sent (503).
+    // The remote's address stays in the log: only readers of the catalog see it.
+    assert!(!message.contains("127.0.0.1"), "{message}");
+    // A secret the remote's token endpoint refuses: nothing sent, and no retry will do
+    // (502, not 503).
     let mut wrong = oauth();
     wrong["clientSecret"] = json!("not-the-secret");
     local
@@ -305,10 +363,12 @@ async fn a_remote_that_cannot_serve_is_a_503_or_a_502_and_bad_connections_are_re
         )
         .await
         .ok(201);
-    local
+    let message = local
         .get("/v1/wrong/namespaces")
         .await
-        .error(503, "ServiceUnavailableException");
+        .error(502, "BadGatewayException");
+    assert!(message.contains("credentials"), "{message}");
+    assert!(!message.contains("not-the-secret"), "{message}");
     // A bearer token the remote refuses: its 401 is not the caller's (502).
     local
         .post(
