@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::auth::privileges::{Privilege, Securable};
 use crate::catalog::commit::update_privileges;
-use crate::model::{Ident, Namespace, KEY_SEPARATOR};
+use crate::model::{Ident, IdentBody, InvalidName, Namespace, Rename};
 
 /// Why a request is not forwarded: a 400 with this message, or a 404.
 #[derive(Debug, PartialEq)]
@@ -34,26 +34,17 @@ fn bad(message: impl Into<String>) -> Refusal {
     Refusal::BadRequest(message.into())
 }
 
+/// A name that breaks the rules is a 400, as on the local routes.
+fn bad_name(e: InvalidName) -> Refusal {
+    bad(e.to_string())
+}
+
 fn namespace(raw: &str) -> Result<Namespace, Refusal> {
-    Namespace::new(raw.split(KEY_SEPARATOR).map(str::to_string).collect())
-        .map_err(|e| bad(e.to_string()))
+    Namespace::parse(raw).map_err(bad_name)
 }
 
 fn ident(namespace_raw: &str, name: &str) -> Result<Ident, Refusal> {
-    Ident::new(namespace(namespace_raw)?, name.to_string()).map_err(|e| bad(e.to_string()))
-}
-
-#[derive(Deserialize)]
-struct IdentBody {
-    namespace: Vec<String>,
-    name: String,
-}
-
-impl IdentBody {
-    fn ident(self) -> Result<Ident, Refusal> {
-        let namespace = Namespace::new(self.namespace).map_err(|e| bad(e.to_string()))?;
-        Ident::new(namespace, self.name).map_err(|e| bad(e.to_string()))
-    }
+    Ident::parse(namespace_raw, name).map_err(bad_name)
 }
 
 #[derive(Deserialize)]
@@ -69,12 +60,6 @@ struct Commit {
 struct Transaction {
     #[serde(rename = "table-changes")]
     table_changes: Vec<Commit>,
-}
-
-#[derive(Deserialize)]
-struct Rename {
-    source: IdentBody,
-    destination: IdentBody,
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T, Refusal> {
@@ -135,7 +120,7 @@ pub fn needed(
             let table = ident(ns, t)?;
             let mut commit: Commit = parse(body, "table commit")?;
             if let Some(named) = commit.identifier.take() {
-                if named.ident()? != table {
+                if named.into_ident().map_err(bad_name)? != table {
                     return Err(bad("The identifier in the body does not match the path"));
                 }
             }
@@ -177,7 +162,7 @@ pub fn needed(
         }
         [kind @ ("tables" | "views"), "rename"] if post => {
             let rename: Rename = parse(body, "rename")?;
-            let (from, to) = (rename.source.ident()?, rename.destination.ident()?);
+            let (from, to) = (rename.source.into_ident().map_err(bad_name)?, rename.destination.into_ident().map_err(bad_name)?);
             let (drop, create, from) = if *kind == "tables" {
                 (P::TABLE_DROP, P::TABLE_CREATE, Securable::table(&from))
             } else {
@@ -199,7 +184,7 @@ pub fn needed(
                     .identifier
                     .take()
                     .ok_or_else(|| bad("Every table change in a transaction needs an identifier"))?
-                    .ident()?;
+                    .into_ident().map_err(bad_name)?;
                 needs.extend(commit_needs(&table, &change));
             }
             Ok(needs)

@@ -1,16 +1,15 @@
 //! Request parsing shared by the handlers: JSON bodies and query parameters that fail
 //! with the spec's error body (never axum's plain-text rejections), and identifiers.
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderValue, StatusCode};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 
 use super::error::{ApiError, ApiResult};
 use crate::catalog::pagination::ListRequest;
-use crate::model::{Ident, Namespace, KEY_SEPARATOR};
+use crate::model::{Ident, IdentBody, Namespace};
 
 /// A JSON request body. Malformed JSON, a wrong shape or an unknown update action is a 400
 /// with serde's explanation and where in the body it applies; a body over the limit is a
@@ -52,6 +51,23 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes,
                 ApiError::bad_request(format!("Cannot read request body: {rejection}"))
             }
         })
+}
+
+/// A body read whole by a layer in front of the routes (idempotency, federation), at most
+/// `limit` bytes: a 413 above it, as [`JsonBody`] answers, and a 400 when the body could
+/// not be read (the client stopped sending before its `Content-Length`), which is not
+/// the client's size at fault.
+pub async fn read_limited(body: Body, limit: usize) -> ApiResult<Bytes> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(cause) = source {
+            if cause.is::<http_body_util::LengthLimitError>() {
+                return ApiError::payload_too_large();
+            }
+            source = cause.source();
+        }
+        ApiError::bad_request(format!("Cannot read request body: {e}"))
+    })
 }
 
 /// The typed body, then the defaults iceberg-rust's parser would have dropped without a
@@ -160,26 +176,11 @@ impl Params {
 
 /// A namespace from a path segment or `parent` parameter: levels joined by U+001F (`%1F`).
 pub fn namespace(raw: &str) -> ApiResult<Namespace> {
-    Ok(Namespace::new(
-        raw.split(KEY_SEPARATOR).map(str::to_string).collect(),
-    )?)
+    Ok(Namespace::parse(raw)?)
 }
 
 pub fn ident(namespace_raw: &str, name: &str) -> ApiResult<Ident> {
-    Ok(Ident::new(namespace(namespace_raw)?, name.to_string())?)
-}
-
-/// The spec's `TableIdentifier`: `{"namespace": [...], "name": "..."}`.
-#[derive(Debug, Deserialize)]
-pub struct IdentBody {
-    pub namespace: Vec<String>,
-    pub name: String,
-}
-
-impl IdentBody {
-    pub fn into_ident(self) -> ApiResult<Ident> {
-        Ok(Ident::new(Namespace::new(self.namespace)?, self.name)?)
-    }
+    Ok(Ident::parse(namespace_raw, name)?)
 }
 
 /// A commit body may repeat the identifier of its path; if it does, they must agree.
@@ -190,13 +191,6 @@ pub fn check_body_ident(body: Option<IdentBody>, path: &Ident) -> ApiResult<()> 
         )),
         _ => Ok(()),
     }
-}
-
-/// The body of a table or view rename.
-#[derive(Deserialize)]
-pub struct Rename {
-    pub source: IdentBody,
-    pub destination: IdentBody,
 }
 
 /// A ListTablesResponse (also for views): identifiers and the next page's token.
@@ -250,5 +244,30 @@ mod tests {
         assert!(!values.matches("\"abd\""));
         assert!(IfNoneMatch(vec![HeaderValue::from_static("*")]).matches("\"abd\""));
         assert!(!IfNoneMatch(Vec::new()).matches("\"abc\""));
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_a_413_and_one_cut_off_a_400() {
+        let whole = read_limited(Body::from("0123456789"), 10).await.unwrap();
+        assert_eq!(&whole[..], b"0123456789");
+        let large = read_limited(Body::from("0123456789"), 9).await.unwrap_err();
+        assert_eq!(large.status, StatusCode::PAYLOAD_TOO_LARGE);
+        // A client that stops sending before its Content-Length: hyper's body ends with
+        // an error, which is not about the body's size.
+        let chunks: Vec<Result<&'static str, std::io::Error>> = vec![
+            Ok("0123"),
+            Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed before message completed",
+            )),
+        ];
+        let cut = Body::from_stream(futures_util::stream::iter(chunks));
+        let refused = read_limited(cut, 10).await.unwrap_err();
+        assert_eq!(refused.status, StatusCode::BAD_REQUEST);
+        assert!(
+            refused.message.contains("Cannot read request body"),
+            "{}",
+            refused.message
+        );
     }
 }

@@ -30,6 +30,7 @@ use percent_encoding::percent_decode_str;
 
 use super::context::Ctx;
 use super::error::ApiError;
+use super::extract::read_limited;
 use super::AppState;
 use crate::federation::remote::{forwarded_headers, Outgoing, Remote, RemoteError};
 use crate::federation::rules::{needed, scrub, Refusal};
@@ -82,16 +83,9 @@ async fn forward(
         Ok(Ctx(ctx)) => ctx,
         Err(refused) => return refused.into_response(),
     };
-    let Ok(body) = axum::body::to_bytes(body, state.max_body_bytes).await else {
-        return ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "BadRequestException",
-            format!(
-                "The request body is larger than {} bytes",
-                state.max_body_bytes
-            ),
-        )
-        .into_response();
+    let body = match read_limited(body, state.max_body_bytes).await {
+        Ok(body) => body,
+        Err(refused) => return refused.into_response(),
     };
     let segments = match checked_segments(&parts.uri.path()[tail + 1..]) {
         Ok(segments) => segments,

@@ -27,6 +27,7 @@ use tower_service::Service;
 
 use super::context::RequestId;
 use super::error::ApiError;
+use super::extract::read_limited;
 use super::outcome::render;
 use super::AppState;
 use crate::catalog::context::{IdempotencyKey, Principal, RequestContext};
@@ -136,9 +137,9 @@ where
         }
     };
     let (mut parts, body) = request.into_parts();
-    let body = match to_bytes(body, state.max_body_bytes).await {
+    let body = match read_limited(body, state.max_body_bytes).await {
         Ok(body) => body,
-        Err(_) => return ApiError::payload_too_large().into_response(),
+        Err(refused) => return refused.into_response(),
     };
     let principal = parts.extensions.get::<Arc<Principal>>();
     let sender = principal.map_or("", |p| p.name.as_str());

@@ -12,14 +12,14 @@ use serde_json::{json, Value};
 use super::context::Ctx;
 use super::error::{ApiError, ApiResult};
 use super::extract::{
-    check_body_ident, ident, identifiers_page, namespace, IdentBody, IfNoneMatch, JsonBody, Params,
-    Rename,
+    check_body_ident, ident, identifiers_page, namespace, IfNoneMatch, JsonBody, Params,
 };
 use super::outcome::{render, table_etag, table_response, tagged_table_response, SnapshotsMode};
 use super::{AppState, Routes};
 use crate::catalog::context::RequestContext;
 use crate::catalog::tables::{CreateTable, TableChange};
 use crate::catalog::Outcome;
+use crate::model::{IdentBody, Rename};
 use crate::storage::signing::SignRequest;
 
 /// A table's route (under each base). Its `GET` is also served by the hot lane

@@ -11,14 +11,13 @@ use serde_json::Value;
 
 use super::context::Ctx;
 use super::error::ApiResult;
-use super::extract::{
-    check_body_ident, ident, identifiers_page, namespace, IdentBody, JsonBody, Params, Rename,
-};
+use super::extract::{check_body_ident, ident, identifiers_page, namespace, JsonBody, Params};
 use super::outcome::render;
 use super::{AppState, Routes};
 use crate::catalog::commit::ViewRequirement;
 use crate::catalog::views::{CreateView, ViewChange};
 use crate::catalog::Outcome;
+use crate::model::{IdentBody, Rename};
 
 pub fn routes(routes: Routes) -> Routes {
     routes

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use names::{
-    path_segment, validate_catalog_name, Ident, InvalidName, Namespace, KEY_SEPARATOR,
+    path_segment, validate_catalog_name, Ident, IdentBody, InvalidName, Namespace, Rename,
+    KEY_SEPARATOR,
 };
 
 pub type Properties = BTreeMap<String, String>;

@@ -69,6 +69,12 @@ impl Namespace {
         Ok(Namespace(levels))
     }
 
+    /// A namespace as a URL path segment or `parent` parameter spells it: levels joined
+    /// by U+001F (`%1F`), each checked as [`Namespace::new`] checks them.
+    pub fn parse(raw: &str) -> NameResult<Self> {
+        Namespace::new(raw.split(KEY_SEPARATOR).map(str::to_string).collect())
+    }
+
     /// Rebuilds a namespace from a key written by [`Namespace::key`]; keys come from the
     /// store, which only holds validated namespaces.
     pub fn from_key(key: &str) -> Self {
@@ -134,6 +140,34 @@ impl Ident {
         validate_name("Name", &name)?;
         Ok(Ident { namespace, name })
     }
+
+    /// A table or view from its path's two segments (the namespace as [`Namespace::parse`]
+    /// reads it).
+    pub fn parse(namespace_raw: &str, name: &str) -> NameResult<Self> {
+        Ident::new(Namespace::parse(namespace_raw)?, name.to_string())
+    }
+}
+
+/// The spec's `TableIdentifier` as a request body carries it:
+/// `{"namespace": [...], "name": "..."}`, checked when turned into an [`Ident`]. The local
+/// routes and the federated ones parse bodies with it alike.
+#[derive(Debug, serde::Deserialize)]
+pub struct IdentBody {
+    pub namespace: Vec<String>,
+    pub name: String,
+}
+
+impl IdentBody {
+    pub fn into_ident(self) -> NameResult<Ident> {
+        Ident::new(Namespace::new(self.namespace)?, self.name)
+    }
+}
+
+/// The body of a table or view rename.
+#[derive(Debug, serde::Deserialize)]
+pub struct Rename {
+    pub source: IdentBody,
+    pub destination: IdentBody,
 }
 
 impl fmt::Display for Ident {

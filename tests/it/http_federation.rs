@@ -340,15 +340,27 @@ async fn a_remote_that_cannot_serve_is_a_503_or_a_502_and_bad_connections_are_re
     }
     assert_eq!(local.get(CATALOGS).await.ok(200).json(), before);
 
+    // Creates catalog `name` on `url` with `auth`, lists its namespaces and returns the
+    // refusal's message, after checking its status and type.
+    let refusal =
+        |name: &'static str, url: String, auth: Value, status: u16, kind: &'static str| {
+            let local = &local;
+            async move {
+                let body = federated(name, local, &url, auth);
+                local.post(CATALOGS, &body).await.ok(201);
+                let path = format!("/v1/{name}/namespaces");
+                local.get(&path).await.error(status, kind)
+            }
+        };
     // Nothing listens on port 1: nothing was sent, so a retry is safe (503).
-    local
-        .post(CATALOGS, &federated("gone", &local, port_one, bearer("t")))
-        .await
-        .ok(201);
-    let message = local
-        .get("/v1/gone/namespaces")
-        .await
-        .error(503, "ServiceUnavailableException");
+    let message = refusal(
+        "gone",
+        port_one.into(),
+        bearer("t"),
+        503,
+        "ServiceUnavailableException",
+    )
+    .await;
     assert!(message.contains("gone"), "{message}");
     // The remote's address stays in the log: only readers of the catalog see it.
     assert!(!message.contains("127.0.0.1"), "{message}");
@@ -356,31 +368,18 @@ async fn a_remote_that_cannot_serve_is_a_503_or_a_502_and_bad_connections_are_re
     // (502, not 503).
     let mut wrong = oauth();
     wrong["clientSecret"] = json!("not-the-secret");
-    local
-        .post(
-            CATALOGS,
-            &federated("wrong", &local, &remote.url(""), wrong),
-        )
-        .await
-        .ok(201);
-    let message = local
-        .get("/v1/wrong/namespaces")
-        .await
-        .error(502, "BadGatewayException");
+    let message = refusal("wrong", remote.url(""), wrong, 502, "BadGatewayException").await;
     assert!(message.contains("credentials"), "{message}");
     assert!(!message.contains("not-the-secret"), "{message}");
     // A bearer token the remote refuses: its 401 is not the caller's (502).
-    local
-        .post(
-            CATALOGS,
-            &federated("stale", &local, &remote.url(""), bearer("stale")),
-        )
-        .await
-        .ok(201);
-    let message = local
-        .get("/v1/stale/namespaces")
-        .await
-        .error(502, "BadGatewayException");
+    let message = refusal(
+        "stale",
+        remote.url(""),
+        bearer("stale"),
+        502,
+        "BadGatewayException",
+    )
+    .await;
     assert!(message.contains("credentials"), "{message}");
     assert!(!message.contains("stale\""), "{message}");
 }
