@@ -1119,6 +1119,56 @@ async fn a_purge_leaves_a_new_table_at_the_same_location_alone() {
     );
 }
 
+/// The other way round: nothing is created where a purge is still deleting files. With
+/// one file deleted per round, the purge of a table with several files is still under
+/// way after its first round (the expirer runs the rest, once a minute with the default
+/// retention), so a create at, inside or around its location is a 400 naming it, and
+/// changes nothing; a sibling whose name merely starts alike is fine.
+#[tokio::test]
+async fn nothing_is_created_where_a_purge_is_still_deleting() {
+    let s = Server::start_with(|c| c.purge_batch_files = 1).await;
+    s.create_namespace(&["db"]).await;
+    let location = format!("{}/explicit/t", s.warehouse());
+    let at = |name: &str, location: &str| json!({ "name": name, "schema": schema(), "location": location });
+    s.post(&tables_url(&["db"]), &at("t", &location))
+        .await
+        .ok(200);
+    for i in 0..3 {
+        s.set_table_properties(&["db"], "t", json!({ "x": i.to_string() }))
+            .await;
+    }
+    s.delete(&format!("{}?purgeRequested=true", table_url(&["db"], "t")))
+        .await
+        .ok(204);
+    let id = s.newest_dropped_id().await;
+    s.delete(&format!("/api/management/v1/catalogs/default/dropped/{id}"))
+        .await
+        .ok(204);
+    assert!(
+        !s.files.list(&location).await.is_empty(),
+        "one round of one file leaves the purge under way"
+    );
+    let around = format!("{}/explicit", s.warehouse());
+    for (name, refused) in [
+        ("t", location.clone()),
+        ("u", format!("{location}/sub")),
+        ("v", around),
+    ] {
+        let message = s
+            .post(&tables_url(&["db"]), &at(name, &refused))
+            .await
+            .error(400, "BadRequestException");
+        assert!(message.contains("being deleted"), "{message}");
+        s.get(&table_url(&["db"], name))
+            .await
+            .error(404, "NoSuchTableException");
+    }
+    assert!(s.list_tables(&["db"]).await.is_empty());
+    s.post(&tables_url(&["db"]), &at("t2", &format!("{location}2")))
+        .await
+        .ok(200);
+}
+
 #[tokio::test]
 async fn metrics_reports_are_accepted() {
     let s = Server::start().await;
