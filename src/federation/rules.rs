@@ -162,7 +162,8 @@ pub fn needed(
         }
         [kind @ ("tables" | "views"), "rename"] if post => {
             let rename: Rename = parse(body, "rename")?;
-            let (from, to) = (rename.source.into_ident().map_err(bad_name)?, rename.destination.into_ident().map_err(bad_name)?);
+            let from = rename.source.into_ident().map_err(bad_name)?;
+            let to = rename.destination.into_ident().map_err(bad_name)?;
             let (drop, create, from) = if *kind == "tables" {
                 (P::TABLE_DROP, P::TABLE_CREATE, Securable::table(&from))
             } else {
@@ -184,7 +185,8 @@ pub fn needed(
                     .identifier
                     .take()
                     .ok_or_else(|| bad("Every table change in a transaction needs an identifier"))?
-                    .into_ident().map_err(bad_name)?;
+                    .into_ident()
+                    .map_err(bad_name)?;
                 needs.extend(commit_needs(&table, &change));
             }
             Ok(needs)

@@ -62,7 +62,13 @@ pub async fn read_limited(body: Body, limit: usize) -> ApiResult<Bytes> {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(cause) = source {
             if cause.is::<http_body_util::LengthLimitError>() {
-                return ApiError::payload_too_large();
+                return ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "BadRequestException",
+                    format!(
+                        "Request body is larger than {limit} bytes, the most this server accepts"
+                    ),
+                );
             }
             source = cause.source();
         }
