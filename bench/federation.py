@@ -30,8 +30,9 @@ def main():
     parser.add_argument("--seconds", type=int, default=5)
     args = parser.parse_args()
     remote = start_floe(auth="internal", env={"FLOE_BOOTSTRAP_CREDENTIALS": f"{CLIENT_ID},{SECRET}"})
-    local = start_floe()
+    local = None
     try:
+        local = start_floe()
         token = get_token(remote.base)
         api = f"{remote.base}/v1/default"
         call("POST", f"{api}/namespaces", {"namespace": ["bench"]}, token)
@@ -61,7 +62,8 @@ def main():
             print(f"run {run + 1}: " + ", ".join(
                 f"{p} x{c} {results[(p, c)][-1]['rps']:,.0f} req/s" for p, c in results), flush=True)
     finally:
-        local.stop()
+        if local:
+            local.stop()
         remote.stop()
     med = lambda path, c, key: statistics.median(r[key] for r in results[(path, c)])  # noqa: E731
     print("\n| connections | path | requests/s | p50 (ms) | p99 (ms) |")
