@@ -35,16 +35,10 @@ fn bad(message: impl Into<String>) -> Refusal {
 }
 
 /// A name that breaks the rules is a 400, as on the local routes.
-fn bad_name(e: InvalidName) -> Refusal {
-    bad(e.to_string())
-}
-
-fn namespace(raw: &str) -> Result<Namespace, Refusal> {
-    Namespace::parse(raw).map_err(bad_name)
-}
-
-fn ident(namespace_raw: &str, name: &str) -> Result<Ident, Refusal> {
-    Ident::parse(namespace_raw, name).map_err(bad_name)
+impl From<InvalidName> for Refusal {
+    fn from(e: InvalidName) -> Self {
+        bad(e.to_string())
+    }
 }
 
 #[derive(Deserialize)]
@@ -101,8 +95,8 @@ pub fn needed(
         m == Method::DELETE,
     );
     let read = get || head;
-    let at_namespace = |raw: &str| namespace(raw).map(|n| Securable::namespace(&n));
-    let at_table = |raw: &str, name: &str| ident(raw, name).map(|i| Securable::table(&i));
+    let at_namespace = |raw: &str| Namespace::parse(raw).map(|n| Securable::namespace(&n));
+    let at_table = |raw: &str, name: &str| Ident::parse(raw, name).map(|i| Securable::table(&i));
     let one = |p: Privilege, s: Securable| Ok(vec![(p, s)]);
     match segments {
         ["namespaces"] if get => one(P::NAMESPACE_LIST, Securable::Catalog),
@@ -117,10 +111,10 @@ pub fn needed(
         ["namespaces", ns, "register"] if post => one(P::TABLE_CREATE, at_namespace(ns)?),
         ["namespaces", ns, "tables", t] if read => one(P::TABLE_READ_PROPERTIES, at_table(ns, t)?),
         ["namespaces", ns, "tables", t] if post => {
-            let table = ident(ns, t)?;
+            let table = Ident::parse(ns, t)?;
             let mut commit: Commit = parse(body, "table commit")?;
             if let Some(named) = commit.identifier.take() {
-                if named.into_ident().map_err(bad_name)? != table {
+                if named.into_ident()? != table {
                     return Err(bad("The identifier in the body does not match the path"));
                 }
             }
@@ -152,18 +146,18 @@ pub fn needed(
         ["namespaces", ns, "views"] if post => one(P::VIEW_CREATE, at_namespace(ns)?),
         ["namespaces", ns, "register-view"] if post => one(P::VIEW_CREATE, at_namespace(ns)?),
         ["namespaces", ns, "views", v] if read => {
-            one(P::VIEW_READ_PROPERTIES, ident(ns, v).map(|i| Securable::view(&i))?)
+            one(P::VIEW_READ_PROPERTIES, Ident::parse(ns, v).map(|i| Securable::view(&i))?)
         }
         ["namespaces", ns, "views", v] if post => {
-            one(P::VIEW_WRITE_PROPERTIES, ident(ns, v).map(|i| Securable::view(&i))?)
+            one(P::VIEW_WRITE_PROPERTIES, Ident::parse(ns, v).map(|i| Securable::view(&i))?)
         }
         ["namespaces", ns, "views", v] if delete => {
-            one(P::VIEW_DROP, ident(ns, v).map(|i| Securable::view(&i))?)
+            one(P::VIEW_DROP, Ident::parse(ns, v).map(|i| Securable::view(&i))?)
         }
         [kind @ ("tables" | "views"), "rename"] if post => {
             let rename: Rename = parse(body, "rename")?;
-            let from = rename.source.into_ident().map_err(bad_name)?;
-            let to = rename.destination.into_ident().map_err(bad_name)?;
+            let from = rename.source.into_ident()?;
+            let to = rename.destination.into_ident()?;
             let (drop, create, from) = if *kind == "tables" {
                 (P::TABLE_DROP, P::TABLE_CREATE, Securable::table(&from))
             } else {
@@ -185,8 +179,7 @@ pub fn needed(
                     .identifier
                     .take()
                     .ok_or_else(|| bad("Every table change in a transaction needs an identifier"))?
-                    .into_ident()
-                    .map_err(bad_name)?;
+                    .into_ident()?;
                 needs.extend(commit_needs(&table, &change));
             }
             Ok(needs)
