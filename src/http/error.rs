@@ -29,11 +29,19 @@ impl ApiError {
         }
     }
 
-    pub fn payload_too_large() -> Self {
+    /// A body over the server's limit, named when the caller knows it (axum's own limit,
+    /// behind `JsonBody`, does not say it).
+    pub fn payload_too_large(limit: Option<usize>) -> Self {
+        let message = match limit {
+            Some(limit) => {
+                format!("Request body is larger than {limit} bytes, the most this server accepts")
+            }
+            None => "Request body is larger than this server accepts".to_string(),
+        };
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "BadRequestException",
-            "Request body is larger than this server accepts",
+            message,
         )
     }
 

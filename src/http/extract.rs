@@ -46,7 +46,7 @@ async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes,
         .await
         .map_err(|rejection| {
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::payload_too_large()
+                ApiError::payload_too_large(None)
             } else {
                 ApiError::bad_request(format!("Cannot read request body: {rejection}"))
             }
@@ -62,13 +62,7 @@ pub async fn read_limited(body: Body, limit: usize) -> ApiResult<Bytes> {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(cause) = source {
             if cause.is::<http_body_util::LengthLimitError>() {
-                return ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "BadRequestException",
-                    format!(
-                        "Request body is larger than {limit} bytes, the most this server accepts"
-                    ),
-                );
+                return ApiError::payload_too_large(Some(limit));
             }
             source = cause.source();
         }
