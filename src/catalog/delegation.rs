@@ -213,15 +213,42 @@ impl Catalog {
         loaded: CatalogResult<LoadedTable>,
     ) -> CatalogResult<Reach> {
         match loaded {
-            Ok(table) => {
-                let (location, locations) = Self::file_locations(&table.metadata)?;
-                Ok(Reach {
-                    location,
-                    locations,
-                    hold: None,
-                })
-            }
-            Err(missing) => self.staged_location(ctx, record, ident, missing).await,
+            Ok(table) => Self::table_reach(&table),
+            Err(missing) => match self.staged_location(ctx, record, ident, missing).await {
+                Err(refused) => self.landed_meanwhile(ctx, record, ident, refused).await,
+                staged => staged,
+            },
+        }
+    }
+
+    fn table_reach(table: &LoadedTable) -> CatalogResult<Reach> {
+        let (location, locations) = Self::file_locations(&table.metadata)?;
+        Ok(Reach {
+            location,
+            locations,
+            hold: None,
+        })
+    }
+
+    /// The table's reach if it exists now, else `refused`. For when the staged path
+    /// refused (no hold of the caller's, or its hold may not be extended): the staged
+    /// create's own commit may have landed since the table's load, turning the hold into
+    /// the table (which hides it from `staged_holds` and makes its extension overlap the
+    /// table). The request is then answered as if it came after the commit. Only refusals
+    /// pay this second load.
+    async fn landed_meanwhile(
+        &self,
+        ctx: &RequestContext,
+        record: &CatalogRecord,
+        ident: &Ident,
+        refused: CatalogError,
+    ) -> CatalogResult<Reach> {
+        match self
+            .load_table(ctx, &record.name, ident, SnapshotsMode::Refs)
+            .await
+        {
+            Ok(table) => Self::table_reach(&table),
+            Err(_) => Err(refused),
         }
     }
 
@@ -385,30 +412,39 @@ impl Catalog {
             StorageConfig::S3(s3) if s3.can_vend() => s3,
             // Nothing to vend, for a table or a staged one alike.
             _ => {
-                if let Err(missing) = loaded {
-                    self.staged_location(ctx, &record, ident, missing).await?;
+                if loaded.is_err() {
+                    self.reach(ctx, &record, ident, loaded).await?;
                 }
                 return Ok(Vec::new());
             }
         };
-        let reach = self.reach(ctx, &record, ident, loaded).await?;
-        let credential = self
-            .vend(
-                &record,
-                &s3,
-                Some(ident),
-                reach.location,
-                &reach.locations,
-                level,
-            )
-            .await?;
-        if let Some(hold) = reach.hold {
+        let mut reach = self.reach(ctx, &record, ident, loaded).await?;
+        // Twice at most: a hold that may not be extended for the credentials is replaced
+        // by the table's own reach (no hold), or the request is refused.
+        loop {
+            let credential = self
+                .vend(
+                    &record,
+                    &s3,
+                    Some(ident),
+                    reach.location.clone(),
+                    &reach.locations,
+                    level,
+                )
+                .await?;
             let expires = credential.config.get(EXPIRES_AT_MS);
-            if let Some(expires) = expires.and_then(|e| e.parse().ok()) {
-                self.hold_staged_until(hold, expires).await?;
+            let (Some(hold), Some(expires)) =
+                (reach.hold.take(), expires.and_then(|e| e.parse().ok()))
+            else {
+                return Ok(vec![credential]);
+            };
+            match self.hold_staged_until(hold, expires).await {
+                Ok(()) => return Ok(vec![credential]),
+                Err(refused) => {
+                    reach = self.landed_meanwhile(ctx, &record, ident, refused).await?;
+                }
             }
         }
-        Ok(vec![credential])
     }
 
     /// `POST …/sign`: checks the request against the table and the caller's privileges,
@@ -433,21 +469,29 @@ impl Catalog {
                 "Catalog {catalog} is not on S3 storage: there is nothing to sign"
             )));
         };
-        let reach = self.reach(ctx, &record, ident, loaded).await?;
         let refuse = |r: Refusal| match r {
             Refusal::BadRequest(m) => CatalogError::bad_request(m),
             Refusal::Forbidden(m) => CatalogError::Forbidden(m),
         };
-        let needed = signing::authorize(&s3, &reach.locations, &request).map_err(refuse)?;
-        if needed == AccessLevel::Write && held == AccessLevel::Read {
-            return Err(CatalogError::Forbidden(format!(
-                "Principal '{}' may only read table {ident}: a {} cannot be signed",
-                ctx.principal.name, request.method
-            )));
-        }
+        // Checked before a hold is extended, so that a refusal changes nothing.
+        let check = |reach: &Reach| {
+            let needed = signing::authorize(&s3, &reach.locations, &request).map_err(refuse)?;
+            if needed == AccessLevel::Write && held == AccessLevel::Read {
+                return Err(CatalogError::Forbidden(format!(
+                    "Principal '{}' may only read table {ident}: a {} cannot be signed",
+                    ctx.principal.name, request.method
+                )));
+            }
+            Ok(())
+        };
+        let mut reach = self.reach(ctx, &record, ident, loaded).await?;
+        check(&reach)?;
         let keys = server_keys(&s3)?;
-        if let Some(hold) = reach.hold {
-            self.hold_staged_for_signing(hold).await?;
+        if let Some(hold) = reach.hold.take() {
+            if let Err(refused) = self.hold_staged_for_signing(hold).await {
+                reach = self.landed_meanwhile(ctx, &record, ident, refused).await?;
+                check(&reach)?;
+            }
         }
         signing::sign(&keys, &request).map_err(refuse)
     }

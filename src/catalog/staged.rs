@@ -7,7 +7,10 @@
 //! extended as they are used, so that a job longer than one credential's life goes on.
 //!
 //! Once the commit lands, the hold serves nothing more (the table does) and is never
-//! extended again: it only guards the location until what was handed out expires. Nor
+//! extended again: it only guards the location until what was handed out expires. A
+//! request that found no table, then no hold of its caller's or one it may not extend,
+//! looks for the table once more (`delegation.rs`, `landed_meanwhile`): the commit may
+//! have landed between its two looks. Nor
 //! is it extended past [`MAX_STAGED_MS`] after its staging, or for a caller who may no
 //! longer create the table there: a staged create cannot keep a location for good.
 
@@ -118,23 +121,10 @@ impl Catalog {
         hold: Reservation,
         until: i64,
     ) -> CatalogResult<()> {
-        let until = until.saturating_add(RESERVATION_GRACE_MS);
-        if hold.expires_ms >= until {
-            return Ok(());
+        if let Some(extended) = extension(hold, until)? {
+            let batch = WriteBatch::new(Mutation::ReserveLocation(extended), now_ms());
+            self.apply(batch, None).await?;
         }
-        if until > hold.staged_ms.saturating_add(MAX_STAGED_MS) {
-            return Err(CatalogError::bad_request(format!(
-                "Table {} was staged more than {} hours ago: its staged location is no longer served; stage the create again",
-                hold.ident,
-                MAX_STAGED_MS / 3_600_000
-            )));
-        }
-        let extended = Reservation {
-            expires_ms: until,
-            ..hold
-        };
-        let batch = WriteBatch::new(Mutation::ReserveLocation(extended), now_ms());
-        self.apply(batch, None).await?;
         Ok(())
     }
 
@@ -149,5 +139,81 @@ impl Catalog {
         }
         self.hold_staged_until(hold, now.saturating_add(self.signing_hold_ms()))
             .await
+    }
+}
+
+/// The hold `hold` extended to cover `until` plus the grace, if it would end sooner
+/// (`None`: it already covers it). Refused past [`MAX_STAGED_MS`] after its staging.
+fn extension(hold: Reservation, until: i64) -> CatalogResult<Option<Reservation>> {
+    let until = until.saturating_add(RESERVATION_GRACE_MS);
+    if hold.expires_ms >= until {
+        return Ok(None);
+    }
+    if until > hold.staged_ms.saturating_add(MAX_STAGED_MS) {
+        return Err(CatalogError::bad_request(format!(
+            "Table {} was staged more than {} hours ago: its staged location is no longer served; stage the create again",
+            hold.ident,
+            MAX_STAGED_MS / 3_600_000
+        )));
+    }
+    Ok(Some(Reservation {
+        expires_ms: until,
+        ..hold
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{CatalogId, Namespace};
+
+    fn hold(staged_ms: i64, expires_ms: i64) -> Reservation {
+        let ident = Ident::new(Namespace::new(vec!["db".into()]).unwrap(), "t".into()).unwrap();
+        Reservation {
+            catalog: CatalogId(1),
+            ident,
+            location: "s3://lake/db/t/".into(),
+            table_uuid: "u".into(),
+            principal: "root".into(),
+            expires_ms,
+            staged_ms,
+        }
+    }
+
+    #[test]
+    fn a_hold_that_covers_the_credentials_is_not_written_again() {
+        let h = hold(0, 10 * 60_000);
+        assert_eq!(
+            extension(h, 10 * 60_000 - RESERVATION_GRACE_MS).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_hold_is_extended_to_the_credentials_expiry_plus_the_grace() {
+        let h = hold(0, 10 * 60_000);
+        let until = 3_600_000;
+        let extended = extension(h.clone(), until).unwrap().unwrap();
+        assert_eq!(extended.expires_ms, until + RESERVATION_GRACE_MS);
+        assert_eq!(
+            (extended.staged_ms, extended.location),
+            (h.staged_ms, h.location)
+        );
+    }
+
+    #[test]
+    fn no_hold_reaches_past_a_day_after_its_staging() {
+        let staged = 1_000_000;
+        // The last extension allowed ends exactly a day after the staging.
+        let last = staged + MAX_STAGED_MS - RESERVATION_GRACE_MS;
+        let extended = extension(hold(staged, staged), last).unwrap().unwrap();
+        assert_eq!(extended.expires_ms, staged + MAX_STAGED_MS);
+        let refused = extension(hold(staged, staged), last + 1).unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .contains("staged more than 24 hours ago"),
+            "{refused}"
+        );
     }
 }

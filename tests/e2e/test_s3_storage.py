@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import threading
 import time
 import uuid
 
@@ -317,6 +318,54 @@ def test_a_staged_table_is_signed_and_vended_for_before_its_commit(lake, s3_serv
     assert root.call("POST", grants, create_grant).status_code in (200, 201, 204)
     r = stager.call("POST", sign, sign_body(s3_server, "PUT", data_key))
     assert r.status_code == 403, r.text
+
+
+def test_a_staged_table_is_served_while_its_commit_lands(lake, s3_server):
+    """`/sign` and `/credentials` look for the table, then for the hold of its staged
+    create; the create's commit turns the hold into the table. A commit landing between
+    the two looks must not make the table missing (404) or its hold refused (400): the
+    request is then answered as the table. Several clients ask while each staged create
+    commits (a race, so each round gives it many chances); every answer is a 200."""
+    server, root, _ = lake
+    tables = "/v1/lake/namespaces/ns/tables"
+    token = access_token(server.url)
+    statuses: list[int] = []
+    refusals: list[str] = []
+    for i in range(96):
+        name = f"landing_{i}"
+        # Alternately remote signing and vended credentials: both look twice.
+        headers = SIGNING if i % 2 else VENDED
+        r = root.call("POST", tables, {"name": name, "schema": SCHEMA, "stage-create": True},
+                      headers=headers)
+        assert r.status_code == 200, r.text
+        metadata = r.json()["metadata"]
+        key = key_of(metadata["location"]) + "/data/0.parquet"
+        if headers is SIGNING:
+            request = ("POST", f"{tables}/{name}/sign", sign_body(s3_server, "GET", key))
+        else:
+            request = ("GET", f"{tables}/{name}/credentials", None)
+        stop = threading.Event()
+
+        def ask():
+            # Not `call`: its assertion would end this thread, not the test.
+            client = Client(server.url, token)
+            method, path, body = request
+            while not stop.is_set():
+                r = client.s.request(method, server.url + path, json=body, timeout=60)
+                statuses.append(r.status_code)
+                if r.status_code != 200:
+                    refusals.append(f"{path}: {r.status_code} {r.text}")
+
+        askers = [threading.Thread(target=ask) for _ in range(4)]
+        for t in askers:
+            t.start()
+        time.sleep(0.02)
+        commit_staged(root, name, metadata)
+        time.sleep(0.02)
+        stop.set()
+        for t in askers:
+            t.join()
+    assert statuses and not refusals, refusals[:3]
 
 
 def test_privileges_decide_read_only_or_nothing(lake, s3_server):
