@@ -161,7 +161,7 @@ pub(super) fn check_transforms(metadata: &TableMetadata) -> CatalogResult<()> {
 /// its commits fail, as they would in Java, until the clock passes the entry.
 pub(super) fn check_metadata_log(metadata: &TableMetadata) -> CatalogResult<()> {
     match metadata.metadata_log().last() {
-        Some(last) if metadata.last_updated_ms() < last.timestamp_ms - CLOCK_SKEW_MS => {
+        Some(last) if metadata.last_updated_ms() < last.timestamp_ms.saturating_sub(CLOCK_SKEW_MS) => {
             Err(CatalogError::bad_request(format!(
                 "Invalid update timestamp {}: before last metadata log entry at {} (the table's last update lies more than a minute ahead of this catalog's clock)",
                 metadata.last_updated_ms(),

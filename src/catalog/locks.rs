@@ -21,7 +21,11 @@
 //!   what it describes;
 //! - a commit whose requirements fail against a tip waits for that write to settle and
 //!   checks again against the stored state: a 409 is never caused by a write that did not
-//!   commit.
+//!   commit;
+//! - so does a commit whose requirements pass against a tip on an object it does not
+//!   write (a transaction's requirement-only table, a commit without updates): with no
+//!   write, no compare-and-swap would fail if the tip's write failed, and the commit
+//!   would have relied on a state that was never committed.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};

@@ -66,6 +66,14 @@ fn is_definitely_rejected(error: &StoreError) -> bool {
     !matches!(error, StoreError::Unavailable(_) | StoreError::Internal(_))
 }
 
+/// Whether every object in `tipped` is among the writes: only a write carries the
+/// compare-and-swap that fails if the in-flight write its check relied on fails.
+fn all_written(tipped: &[&Ident], prepared: &[Prepared]) -> bool {
+    tipped
+        .iter()
+        .all(|ident| prepared.iter().any(|p| &p.write.ident == *ident))
+}
+
 /// A metadata file named by a register request, parsed: its JSON as stored, the
 /// object's location and uuid.
 pub(super) struct Registered {
@@ -553,14 +561,17 @@ impl Catalog {
                 }
             };
             let prepared = loop {
-                let mut on_tips = false;
+                // The objects read from a tip (a write still in flight).
+                let mut tipped: Vec<&Ident> = Vec::new();
                 let current = match &locked {
                     Some(locked) => locked.current().to_vec(),
                     None => {
                         let mut current = Vec::with_capacity(idents.len());
                         for ident in idents {
                             let tip = self.commit_locks.tip(catalog.id, ident);
-                            on_tips |= tip.is_some();
+                            if tip.is_some() {
+                                tipped.push(ident);
+                            }
                             current.push(match tip {
                                 Some(tip) => Some(tip),
                                 None => self
@@ -576,7 +587,15 @@ impl Catalog {
                 match prepare(current).await {
                     // Refused on the state of a write still in flight: refuse only on
                     // what is committed (see `locks.rs`).
-                    Err(_) if on_tips => self.commit_locks.settled(catalog.id, idents).await,
+                    Err(_) if !tipped.is_empty() => {
+                        self.commit_locks.settled(catalog.id, idents).await
+                    }
+                    // An object checked against a tip but not written (requirements
+                    // only) has no compare-and-swap to fail if that write fails: wait
+                    // for it, and check again against what is committed.
+                    Ok(prepared) if !all_written(&tipped, &prepared) => {
+                        self.commit_locks.settled(catalog.id, idents).await
+                    }
                     prepared => break prepared,
                 }
             }
@@ -679,5 +698,44 @@ impl Catalog {
             }
         }
         unreachable!("the loop returns on its last attempt")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Namespace;
+
+    fn ident(name: &str) -> Ident {
+        Ident::new(Namespace::new(vec!["db".into()]).unwrap(), name.into()).unwrap()
+    }
+
+    fn write(name: &str) -> Prepared {
+        Prepared {
+            write: ObjectWrite {
+                ident: ident(name),
+                kind: ObjectKind::Table,
+                expected_metadata_location: Some("file:///w/db/t/metadata/0.json".into()),
+                metadata_location: "file:///w/db/t/metadata/1.json".into(),
+                metadata: "{}".into(),
+                location: "file:///w/db/t/".into(),
+                check_location: false,
+            },
+            events: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_object_checked_on_a_tip_must_be_written_to_rely_on_it() {
+        let (a, b) = (ident("a"), ident("b"));
+        // Nothing read from a tip: nothing to wait for, written or not.
+        assert!(all_written(&[], &[]));
+        assert!(all_written(&[], &[write("a")]));
+        // Read from a tip and written: the write's compare-and-swap guards the check.
+        assert!(all_written(&[&a], &[write("a"), write("b")]));
+        // Read from a tip and only checked (a transaction's requirement-only table, or
+        // a commit with no updates): nothing guards the check.
+        assert!(!all_written(&[&a], &[]));
+        assert!(!all_written(&[&a, &b], &[write("b")]));
     }
 }

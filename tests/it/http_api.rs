@@ -960,6 +960,60 @@ async fn transaction_rejected_by_the_store_changes_neither_table() {
     }
 }
 
+/// A commit in flight is a "tip" the next commit to its table prepares on (`locks.rs`).
+/// A transaction that only checks that table (a requirement, no update) must not rely on
+/// the tip: if its write then fails, the state the transaction checked never existed.
+/// Here the write in flight makes a new schema current and moves its table into another
+/// table's location, which only the store refuses; the transaction asserts that schema
+/// and changes a second table. Sent together, many times: the transaction must fail
+/// every time, as it does when it comes after the refusal, and change nothing.
+#[tokio::test]
+async fn a_requirement_is_never_met_by_a_write_in_flight_that_then_fails() {
+    let s = Server::start().await;
+    s.create_namespace(&["db"]).await;
+    s.create_table(&["db"], "a").await;
+    let b = s.create_table(&["db"], "b").await;
+    let c = s.create_table(&["db"], "c").await;
+    let inside_c = format!("{}/inner", c["metadata"]["location"].as_str().unwrap());
+    let mut wider = schema();
+    wider["schema-id"] = json!(1);
+    wider["fields"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({ "id": 3, "name": "more", "required": false, "type": "long" }));
+    let failing = json!({
+        "requirements": [],
+        "updates": [
+            { "action": "add-schema", "schema": wider },
+            { "action": "set-current-schema", "schema-id": -1 },
+            { "action": "set-location", "location": inside_c },
+        ],
+    });
+    let transaction = json!({ "table-changes": [
+        {
+            "identifier": ident(&["db"], "a"),
+            "requirements": [{ "type": "assert-current-schema-id", "current-schema-id": 1 }],
+            "updates": [],
+        },
+        {
+            "identifier": ident(&["db"], "b"),
+            "updates": [{ "action": "set-properties", "updates": { "relied": "on a tip" } }],
+        },
+    ] });
+    let path = format!("{V1}/transactions/commit");
+    // The old code let about one round in a hundred through here: 400 rounds.
+    for _ in 0..400 {
+        let (write, tx) = tokio::join!(
+            s.commit(&["db"], "a", failing.clone()),
+            s.post(&path, &transaction)
+        );
+        write.error(400, "BadRequestException");
+        let message = tx.error(409, "CommitFailedException");
+        assert!(message.starts_with("Requirement failed:"), "{message}");
+    }
+    assert_eq!(s.load_table(&["db"], "b").await, b, "b must not change");
+}
+
 #[tokio::test]
 async fn rename_table_across_namespaces() {
     let s = Server::start().await;
