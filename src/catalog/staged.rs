@@ -7,12 +7,13 @@
 //! extended as they are used, so that a job longer than one credential's life goes on.
 //!
 //! Once the commit lands, the hold serves nothing more (the table does) and is never
-//! extended again: it only guards the location until what was handed out expires. A
-//! request that found no table, then no hold of its caller's or one it may not extend,
-//! looks for the table once more (`delegation.rs`, `landed_meanwhile`): the commit may
-//! have landed between its two looks. Nor
+//! extended again: it only guards the location until what was handed out expires. Nor
 //! is it extended past [`MAX_STAGED_MS`] after its staging, or for a caller who may no
 //! longer create the table there: a staged create cannot keep a location for good.
+//!
+//! A request that found no table, then no hold of its caller's or one it may not extend,
+//! looks for the table once more (`delegation.rs`, `landed_meanwhile`): the commit may
+//! have landed between its two looks.
 
 use super::delegation::TableConfig;
 use super::error::{CatalogError, CatalogResult, Missing};

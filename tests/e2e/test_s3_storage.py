@@ -351,7 +351,11 @@ def test_a_staged_table_is_served_while_its_commit_lands(lake, s3_server):
             client = Client(server.url, token)
             method, path, body = request
             while not stop.is_set():
-                r = client.s.request(method, server.url + path, json=body, timeout=60)
+                try:
+                    r = client.s.request(method, server.url + path, json=body, timeout=60)
+                except requests.RequestException as e:
+                    refusals.append(f"{path}: {e!r}")
+                    return
                 statuses.append(r.status_code)
                 if r.status_code != 200:
                     refusals.append(f"{path}: {r.status_code} {r.text}")
