@@ -170,15 +170,15 @@ impl Drop for Tips<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::model::{Namespace, ObjectKind};
 
-    fn ident(name: &str) -> Ident {
+    pub(in crate::catalog) fn ident(name: &str) -> Ident {
         Ident::new(Namespace::root().child("ns"), name.into()).unwrap()
     }
 
-    fn write(name: &str, location: &str) -> ObjectWrite {
+    pub(in crate::catalog) fn write(name: &str, location: &str) -> ObjectWrite {
         ObjectWrite {
             ident: ident(name),
             kind: ObjectKind::Table,

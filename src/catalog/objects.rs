@@ -703,24 +703,12 @@ impl Catalog {
 
 #[cfg(test)]
 mod tests {
+    use super::super::locks::tests::{ident, write as object_write};
     use super::*;
-    use crate::model::Namespace;
-
-    fn ident(name: &str) -> Ident {
-        Ident::new(Namespace::new(vec!["db".into()]).unwrap(), name.into()).unwrap()
-    }
 
     fn write(name: &str) -> Prepared {
         Prepared {
-            write: ObjectWrite {
-                ident: ident(name),
-                kind: ObjectKind::Table,
-                expected_metadata_location: Some("file:///w/db/t/metadata/0.json".into()),
-                metadata_location: "file:///w/db/t/metadata/1.json".into(),
-                metadata: "{}".into(),
-                location: "file:///w/db/t/".into(),
-                check_location: false,
-            },
+            write: object_write(name, "v1"),
             events: Vec::new(),
         }
     }
