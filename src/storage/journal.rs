@@ -38,6 +38,8 @@ pub struct Syncer {
     /// limit, at most 4,096, so that sockets never run short. Beyond it a file is closed
     /// at once and its pages are left to the kernel.
     max_held: usize,
+    /// Whether a round's sync has failed: no later round covers anything (see `round`).
+    failed: std::sync::atomic::AtomicBool,
 }
 
 /// What the request threads tell the syncer.
@@ -58,6 +60,7 @@ impl Syncer {
             marks,
             noted: Mutex::default(),
             max_held: max_held(),
+            failed: Default::default(),
         });
         let weak = Arc::downgrade(&syncer);
         std::thread::Builder::new()
@@ -83,6 +86,12 @@ impl Syncer {
 
     /// One round: every entry committed before it starts is covered once it ends well.
     fn round(&self) {
+        use std::sync::atomic::Ordering;
+        if self.failed.load(Ordering::Relaxed) {
+            // The files held are closed with their pages kept; the journal keeps them.
+            self.noted.lock().expect("syncer poisoned").written.clear();
+            return;
+        }
         let through = self.marks.committed();
         if through <= self.marks.synced() {
             return;
@@ -96,10 +105,14 @@ impl Syncer {
         };
         for file in file_systems {
             if let Err(e) = syncfs(&file) {
-                // The entries stay: the next round tries again, and a restart restores
-                // their files from the journal meanwhile. The files held are closed with
-                // their pages kept.
-                tracing::error!(error = %e, "syncing metadata files failed");
+                // The entries stay, and no later round covers any: the kernel reports a
+                // writeback error once per descriptor, so the next round's sync would
+                // succeed without the pages this one lost (any file's since the last good
+                // round). The journal keeps every entry from now on (it grows), and the
+                // next start restores their files from it. The files held are closed
+                // with their pages kept.
+                self.failed.store(true, Ordering::Relaxed);
+                tracing::error!(error = %e, "syncing metadata files failed: the journal now keeps every file written until the next start restores them");
                 return;
             }
         }

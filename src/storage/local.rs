@@ -231,8 +231,17 @@ fn write_new_file(
     // The directory usually exists (a table's metadata directory gets a file per commit):
     // try first, and create it only when the file's creation finds it missing. That saves
     // `create_dir_all`'s `mkdir` and `stat` on every other commit.
+    // The directories created, deepest first: each one's entry in its parent must be
+    // synced too (`Durability::PerFile`), or a crash could lose the path to the file.
+    let created = std::cell::RefCell::new(Vec::new());
     let in_dir = |write: &dyn Fn() -> std::io::Result<File>| match write() {
         Err(e) if e.kind() == ErrorKind::NotFound => {
+            let mut missing = created.borrow_mut();
+            missing.extend(
+                dir.ancestors()
+                    .take_while(|d| !d.exists())
+                    .map(Path::to_path_buf),
+            );
             fs::create_dir_all(dir).map_err(|e| {
                 // Not `AlreadyExists` (a file where the directory belongs): that would
                 // read as the metadata file's name being taken. Other kinds are kept
@@ -276,7 +285,18 @@ fn write_new_file(
         Durability::Journal(syncer) => syncer
             .note(file, dir)
             .map_err(|e| io_error(e, format!("noting {}", path.display())))?,
-        Durability::PerFile => sync_dir(dir).map_err(StorageError::Io)?,
+        Durability::PerFile => {
+            sync_dir(dir).map_err(StorageError::Io)?;
+            // Each new directory's entry in its parent, up to the first that was there.
+            // (Another writer creating the same directories at the same moment may leave
+            // this one none to sync, and answer before its own syncs are done: the first
+            // file of a new table, written twice at once, by two creates of one name.)
+            for new in created.borrow().iter() {
+                if let Some(parent) = new.parent() {
+                    sync_dir(parent).map_err(StorageError::Io)?;
+                }
+            }
+        }
         Durability::Batched(rounds) => rounds
             .sync(&file)
             .map_err(|e| io_error(e, format!("syncing {}", path.display())))?,

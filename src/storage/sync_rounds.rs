@@ -9,6 +9,13 @@
 //! the call, made durable by a round that began afterwards; a failed round fails every
 //! writer that depended on it.
 //!
+//! A failed round fails every writer after it too, for the life of the process: the
+//! kernel reports a writeback error once per open file, and the pages it lost may be
+//! any writer's since the last good round, so a later `syncfs` that returns 0 proves
+//! nothing about them. And a round syncs through one descriptor per file system kept
+//! open from its first writer on (a writeback error is reported only to descriptors
+//! opened before it), not the leader's newest file.
+//!
 //! The cost of `syncfs` is that it flushes everything dirty on the file system, other
 //! programs' data included: on a disk shared with heavy writers a round takes as long as
 //! their flush. That is why it is an option and not the default.
@@ -37,7 +44,13 @@ impl SyncRounds {
             .entry(device)
             .or_default()
             .clone();
-        rounds.sync(|| syncfs(file))
+        if rounds.anchor.get().is_none() {
+            // The first writer's file, shared (a duplicate descriptor of the same open
+            // file): errors from now on are reported to it. Kept open for good.
+            let _ = rounds.anchor.set(file.try_clone()?);
+        }
+        let anchor = rounds.anchor.get().unwrap_or(file);
+        rounds.sync(|| syncfs(anchor))
     }
 }
 
@@ -120,6 +133,8 @@ pub(super) fn cached_pages(_path: &std::path::Path) -> Option<(usize, usize)> {
 struct Rounds {
     state: Mutex<State>,
     ended: Condvar,
+    /// The descriptor rounds sync through (see the module doc).
+    anchor: std::sync::OnceLock<File>,
 }
 
 #[derive(Default)]
@@ -128,8 +143,8 @@ struct State {
     started: u64,
     ended: u64,
     running: bool,
-    /// The last round that failed (0: none).
-    last_failed: u64,
+    /// Whether any round has failed: every writer fails from then on.
+    failed: bool,
 }
 
 impl Rounds {
@@ -140,8 +155,8 @@ impl Rounds {
         let needed = state.started + 1;
         loop {
             if state.ended >= needed {
-                // Conservative: a failure of the needed round or of any later one.
-                return match state.last_failed >= needed {
+                // A failure of any round, before or after the needed one.
+                return match state.failed {
                     true => Err(io::Error::other(
                         "syncing the file system failed; the file may not be durable",
                     )),
@@ -158,11 +173,16 @@ impl Rounds {
                 state.running = false;
                 state.ended = round;
                 if result.is_err() {
-                    state.last_failed = round;
+                    state.failed = true;
                 }
                 self.ended.notify_all();
                 if round >= needed {
-                    return result;
+                    return match (result, state.failed) {
+                        (Ok(()), true) => Err(io::Error::other(
+                            "an earlier sync of the file system failed; the file may not be durable",
+                        )),
+                        (result, _) => result,
+                    };
                 }
                 continue;
             }
@@ -216,10 +236,13 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_round_fails_its_callers_and_the_next_round_runs_afresh() {
+    fn a_failed_round_fails_its_callers_and_every_later_one() {
         let rounds = Rounds::default();
-        assert!(rounds.sync(|| Err(io::Error::other("disk"))).is_err());
         assert!(rounds.sync(|| Ok(())).is_ok());
+        assert!(rounds.sync(|| Err(io::Error::other("disk"))).is_err());
+        // The kernel has reported the error once: a round that now succeeds cannot
+        // vouch for the pages it lost.
+        assert!(rounds.sync(|| Ok(())).is_err());
     }
 
     #[test]

@@ -5,11 +5,11 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use super::{int8, text, Attempt, Queries};
-use crate::model::{CatalogId, Ident};
+use crate::model::{CatalogId, Ident, Namespace};
 use crate::storage::location::canonical_location;
 use crate::store::{
-    DroppedObject, DroppedRow, PendingPurge, Retention, StoreError, StoreResult, StoredObject,
-    DROPPED_COLUMNS, PURGE_COLUMNS,
+    location_prefixes, location_upper_bound, DroppedObject, DroppedRow, PendingPurge, Retention,
+    StoreError, StoreResult, StoredObject, DROPPED_COLUMNS, PURGE_COLUMNS,
 };
 
 pub(super) const MIGRATION: &str = r#"
@@ -28,6 +28,12 @@ CREATE TABLE dropped_objects (
 );
 CREATE INDEX dropped_by_catalog ON dropped_objects (catalog_id, dropped_ms);
 CREATE INDEX dropped_by_expiry ON dropped_objects (expires_ms)
+"#;
+
+/// Dropped objects by location, in byte order: a purge looks for those it would reach
+/// (`schedule_purge`).
+pub(super) const BY_LOCATION_MIGRATION: &str = r#"
+CREATE INDEX dropped_by_location ON dropped_objects ((location COLLATE "C"))
 "#;
 
 /// Purges still to finish (`PendingPurge`).
@@ -172,12 +178,20 @@ pub(super) async fn expired(
 /// view now lies (a new one at a dropped one's explicit location): its files could not
 /// be told from the dropped one's. The check takes the location's advisory locks, as a
 /// create does, so that no create slips in between (it checks for purges under them).
+/// Nor where another dropped one kept for undrop lies (a table made at a dropped one's
+/// location and dropped in turn): its undrop needs its files. Live objects are looked
+/// at first: a drop racing this one moves its object to the kept ones in one
+/// transaction, so one of the two reads sees it.
 pub(super) async fn schedule_purge(q: &impl Queries, purge: &PendingPurge) -> Attempt<()> {
     if let Ok(location) = canonical_location(&purge.location) {
         let nobody = crate::store::nobody();
         let live = super::objects::overlapping_object(q, purge.catalog, &location, &nobody).await?;
         if let Some(other) = live {
             tracing::warn!(location = %purge.location, %other, "not purging: a table or view lies there now");
+            return Ok(());
+        }
+        if let Some(other) = kept_overlapping(q, &location).await? {
+            tracing::warn!(location = %purge.location, %other, "not purging: a dropped table or view kept for undrop lies there");
             return Ok(());
         }
     }
@@ -194,6 +208,33 @@ pub(super) async fn schedule_purge(q: &impl Queries, purge: &PendingPurge) -> At
     )
     .await?;
     Ok(())
+}
+
+/// A dropped object kept for undrop (in any catalog) whose location contains the
+/// canonical `location` or lies inside it (as `objects::object_overlapping` for live
+/// ones; byte order, as the index is).
+async fn kept_overlapping(q: &impl Queries, location: &str) -> Attempt<Option<Ident>> {
+    let candidates = location_prefixes(location);
+    let upper = location_upper_bound(location);
+    let row = q
+        .query_all_replanned(
+            r#"SELECT namespace, name FROM dropped_objects
+             WHERE location COLLATE "C" = ANY($1)
+                OR (location COLLATE "C" >= $2 AND location COLLATE "C" < $3)
+             LIMIT 1"#,
+            &[
+                (&candidates, Type::TEXT_ARRAY),
+                text(&location),
+                text(&upper),
+            ],
+        )
+        .await?
+        .into_iter()
+        .next();
+    Ok(row.map(|r| Ident {
+        namespace: Namespace::from_key(r.get(0)),
+        name: r.get(1),
+    }))
 }
 
 pub(super) async fn finish_purge(q: &impl Queries, id: &str) -> Attempt<()> {

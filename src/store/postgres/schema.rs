@@ -103,4 +103,6 @@ CREATE TABLE notification_stamps (
     // Holds whose staged create has landed (they no longer serve its sign/credentials),
     // and when each was staged (extensions stop a day after).
     super::reserved::COMMITTED_MIGRATION,
+    // Dropped objects by location: a purge never reaches one kept for undrop.
+    super::dropped::BY_LOCATION_MIGRATION,
 ];

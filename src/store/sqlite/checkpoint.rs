@@ -245,7 +245,7 @@ fn background(path: &Path, woken: &mpsc::Receiver<()>, passed: &AtomicBool, coun
         }
     };
     while woken.recv().is_ok() {
-        let pass = passive(&conn).and_then(|()| sync_database(path));
+        let pass = passive(&conn).and_then(|()| sync_database(&conn));
         counts.record(Place::Background, pass);
         passed.store(true, Ordering::Release);
     }
@@ -260,7 +260,38 @@ fn passive(conn: &Connection) -> anyhow::Result<()> {
 /// Syncs the pages a pass copied. SQLite syncs the database only after a pass that
 /// copied the whole WAL; one that commits outran leaves them to the next full pass,
 /// which is the commit thread's tail, and that sync should cost a few pages, not all.
-fn sync_database(path: &Path) -> anyhow::Result<()> {
-    std::fs::File::open(path)?.sync_data()?;
+///
+/// Through the connection's own file (SQLite's `SQLITE_FCNTL_FILE_POINTER`), never a
+/// descriptor opened for it: closing *any* descriptor of a file drops every POSIX lock
+/// the process holds on it, and SQLite keeps a shared lock on a WAL database for as long
+/// as a connection is open, believing it still held. Without it, another process on the
+/// database (an operator's `sqlite3 floe.db .backup`) would take the exclusive lock when
+/// it closed, think itself the last connection, checkpoint and delete the WAL and shared
+/// memory that Floe goes on committing into: every later write lost at the next start.
+fn sync_database(conn: &Connection) -> anyhow::Result<()> {
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: the handle is this thread's live connection; FILE_POINTER writes the main
+    // database's `sqlite3_file` (owned by the connection, open while it is) into `file`.
+    let rc = unsafe {
+        ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_FILE_POINTER,
+            (&raw mut file).cast(),
+        )
+    };
+    anyhow::ensure!(
+        rc == ffi::SQLITE_OK && !file.is_null(),
+        "no database file ({rc})"
+    );
+    // SAFETY: `file` is open and its methods are the VFS's; no statement runs on this
+    // connection meanwhile (it is this thread's alone), as SQLite requires of xSync.
+    let rc = unsafe {
+        match (*(*file).pMethods).xSync {
+            Some(sync) => sync(file, ffi::SQLITE_SYNC_NORMAL | ffi::SQLITE_SYNC_DATAONLY),
+            None => ffi::SQLITE_MISUSE,
+        }
+    };
+    anyhow::ensure!(rc == ffi::SQLITE_OK, "syncing the database failed ({rc})");
     Ok(())
 }

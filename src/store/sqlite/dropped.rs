@@ -4,11 +4,11 @@
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::internal;
-use crate::model::{CatalogId, Ident};
+use crate::model::{CatalogId, Ident, Namespace};
 use crate::storage::location::canonical_location;
 use crate::store::{
-    DroppedObject, DroppedRow, PendingPurge, Retention, StoreError, StoreResult, StoredObject,
-    DROPPED_COLUMNS, PURGE_COLUMNS,
+    location_prefixes, location_upper_bound, DroppedObject, DroppedRow, PendingPurge, Retention,
+    StoreError, StoreResult, StoredObject, DROPPED_COLUMNS, PURGE_COLUMNS,
 };
 
 pub(super) const MIGRATION: &str = r#"
@@ -40,6 +40,11 @@ CREATE TABLE pending_purges (
     next_ms    INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX purges_by_due ON pending_purges (next_ms);
+"#;
+
+/// Dropped objects by location: a purge looks for those it would reach (`schedule_purge`).
+pub(super) const BY_LOCATION_MIGRATION: &str = r#"
+CREATE INDEX dropped_by_location ON dropped_objects (location);
 "#;
 
 fn from_row(r: &rusqlite::Row) -> rusqlite::Result<DroppedRow> {
@@ -142,7 +147,9 @@ pub(super) fn expired(
 
 /// Records a purge to carry out once the transaction commits; none where a table or
 /// view now lies (a new one at a dropped one's explicit location): its files could not
-/// be told from the dropped one's.
+/// be told from the dropped one's. Nor where another dropped one kept for undrop lies (a
+/// table made at a dropped one's location and dropped in turn): its undrop needs its
+/// files, and the last of them to be purged takes the location's files with it.
 pub(super) fn schedule_purge(tx: &Transaction, purge: &PendingPurge) -> StoreResult<()> {
     if let Ok(location) = canonical_location(&purge.location) {
         let nobody = crate::store::nobody();
@@ -150,6 +157,10 @@ pub(super) fn schedule_purge(tx: &Transaction, purge: &PendingPurge) -> StoreRes
             super::writes::overlapping_object(tx, purge.catalog, &location, &nobody)?
         {
             tracing::warn!(location = %purge.location, %other, "not purging: a table or view lies there now");
+            return Ok(());
+        }
+        if let Some(other) = kept_overlapping(tx, &location)? {
+            tracing::warn!(location = %purge.location, %other, "not purging: a dropped table or view kept for undrop lies there");
             return Ok(());
         }
     }
@@ -168,6 +179,39 @@ pub(super) fn schedule_purge(tx: &Transaction, purge: &PendingPurge) -> StoreRes
     })
     .map_err(internal)?;
     Ok(())
+}
+
+/// A dropped object kept for undrop (in any catalog) whose location contains the
+/// canonical `location` or lies inside it: as `writes::overlapping_object` for live ones.
+fn kept_overlapping(conn: &Connection, location: &str) -> StoreResult<Option<Ident>> {
+    let to_ident = |(ns, name): (String, String)| Ident {
+        namespace: Namespace::from_key(&ns),
+        name,
+    };
+    let mut at = conn
+        .prepare_cached("SELECT namespace, name FROM dropped_objects WHERE location = ?1 LIMIT 1")
+        .map_err(internal)?;
+    for candidate in location_prefixes(location) {
+        let hit = at
+            .query_row([candidate], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(internal)?;
+        if let Some(hit) = hit {
+            return Ok(Some(to_ident(hit)));
+        }
+    }
+    let hit = conn
+        .prepare_cached(
+            "SELECT namespace, name FROM dropped_objects WHERE location >= ?1 AND location < ?2 LIMIT 1",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![location, location_upper_bound(location)], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()
+        })
+        .map_err(internal)?;
+    Ok(hit.map(to_ident))
 }
 
 /// The purge's record goes, and so do the journal entries of the files it deleted

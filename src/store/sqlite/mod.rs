@@ -876,6 +876,43 @@ mod tests {
         assert_eq!(loaded.metadata_location, location(1));
     }
 
+    /// The checkpoint thread's database sync leaves the process's POSIX locks on the
+    /// database in place: SQLite holds a shared lock there for as long as a connection is
+    /// open, and closing any descriptor of the file would drop it (another process would
+    /// then believe itself the last connection, and delete the WAL Floe commits into).
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn background_passes_keep_the_process_lock_on_the_database() {
+        use std::os::unix::fs::MetadataExt;
+        use std::sync::atomic::Ordering;
+        let (_dir, path, store) = fresh_store().await;
+        // /proc/locks names a file as MAJOR:MINOR:INODE; the inode is enough here (the
+        // device's numbers as the kernel prints them can differ from stat's on overlays).
+        let id = format!(":{}", std::fs::metadata(&path).unwrap().ino());
+        let pid = std::process::id().to_string();
+        let held = || {
+            std::fs::read_to_string("/proc/locks")
+                .unwrap()
+                .lines()
+                .any(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    fields.get(1) == Some(&"POSIX")
+                        && fields.get(4) == Some(&pid.as_str())
+                        && fields.get(5).is_some_and(|file| file.ends_with(&id))
+                })
+        };
+        assert!(held(), "no lock of this process on {id} before any pass");
+        store.committer.set_checkpoint_start(20);
+        let counts = &store.committer.checkpoints;
+        let mut n = 0;
+        while counts.background.load(Ordering::Relaxed) < 2 {
+            store.write(WriteBatch::new(commit(n), 0)).await.unwrap();
+            n += 1;
+            assert!(n < 5_000, "no background pass after {n} commits");
+        }
+        assert!(held(), "the lock on {id} went with a background pass");
+    }
+
     /// Checkpoints run on their thread and as a tail after a group, never inside a
     /// COMMIT, and the WAL still starts over: its frames stay bounded under steady writes.
     #[tokio::test]
