@@ -81,6 +81,10 @@ pub enum CatalogError {
     /// The store cannot be reached right now; a retry later may succeed (503).
     #[error("{0}")]
     Unavailable(String),
+    /// The store failed while committing the write, which may or may not have landed
+    /// (502, the spec's `CommitStateUnknownException`: a client must look, not retry).
+    #[error("{0}")]
+    OutcomeUnknown(String),
     /// Another request holds this request's idempotency key; nothing was applied. The
     /// HTTP layer answers with that request's outcome.
     #[error("Idempotency key already used")]
@@ -198,6 +202,9 @@ impl From<StoreError> for CatalogError {
             }
             S::IdempotencyKeyUsed => CatalogError::IdempotencyKeyUsed,
             S::Unavailable(message) => CatalogError::Unavailable(message),
+            S::OutcomeUnknown(message) => CatalogError::OutcomeUnknown(format!(
+                "{message}; the write may or may not have been made: load it to see (an Idempotency-Key retry answers its outcome)"
+            )),
             S::Internal(error) => CatalogError::Internal(error),
         }
     }

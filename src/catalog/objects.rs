@@ -13,8 +13,10 @@ use super::pagination::{listed, ListRequest, Listed};
 use super::{Catalog, Outcome, RequestContext};
 use crate::auth::privileges::{Privilege, Securable};
 use crate::events::{identifier_json, Draft, Operation};
-use crate::model::{CatalogRecord, CatalogType, Ident, Namespace, ObjectKind};
-use crate::store::{Applied, Mutation, ObjectWrite, PendingPurge, StoreError, StoredObject};
+use crate::model::{CatalogId, CatalogRecord, CatalogType, Ident, Namespace, ObjectKind};
+use crate::store::{
+    Applied, Mutation, ObjectWrite, PendingPurge, StoreError, StoredObject, Unchanged,
+};
 
 /// Whether the metadata files of a commit are new (written by the commit loop, removed if
 /// the commit fails) or exist already (a register: never written, never removed; also a
@@ -63,7 +65,31 @@ pub(super) fn securable(kind: ObjectKind, ident: &Ident) -> Securable {
 
 /// Whether a failed store write certainly changed nothing.
 fn is_definitely_rejected(error: &StoreError) -> bool {
-    !matches!(error, StoreError::Unavailable(_) | StoreError::Internal(_))
+    !matches!(
+        error,
+        StoreError::Unavailable(_) | StoreError::Internal(_) | StoreError::OutcomeUnknown(_)
+    )
+}
+
+/// The objects of a multi-object commit that it read (as `read`, in `idents`' order) but
+/// does not write: the store commits it only if they are still so (`Unchanged`). A
+/// single object's commit writes it or makes no store write at all.
+fn unchanged(
+    catalog: CatalogId,
+    idents: &[Ident],
+    read: Vec<Option<String>>,
+    writes: &[ObjectWrite],
+) -> Vec<Unchanged> {
+    idents
+        .iter()
+        .zip(read)
+        .filter(|(ident, _)| !writes.iter().any(|w| &w.ident == *ident))
+        .map(|(ident, metadata_location)| Unchanged {
+            catalog,
+            ident: ident.clone(),
+            metadata_location,
+        })
+        .collect()
 }
 
 /// Whether every object in `tipped` is among the writes: only a write carries the
@@ -560,6 +586,8 @@ impl Catalog {
                     }
                 }
             };
+            // What each object was read as, for those the commit does not write.
+            let mut read: Vec<Option<String>> = Vec::new();
             let prepared = loop {
                 // The objects read from a tip (a write still in flight).
                 let mut tipped: Vec<&Ident> = Vec::new();
@@ -584,6 +612,12 @@ impl Catalog {
                         current
                     }
                 };
+                if idents.len() > 1 {
+                    read = current
+                        .iter()
+                        .map(|o| o.as_ref().map(|o| o.metadata_location.clone()))
+                        .collect();
+                }
                 match prepare(current).await {
                     // Refused on the state of a write still in flight: refuse only on
                     // what is committed (see `locks.rs`).
@@ -629,6 +663,7 @@ impl Catalog {
             // move into the batch.
             let mut batch =
                 self.batch_with(ctx, Mutation::None, || outcome(&writes).to_json(), events);
+            batch.unchanged = unchanged(catalog.id, idents, read, &writes);
             batch.mutation = Mutation::CommitObjects {
                 catalog: catalog.id,
                 writes,
@@ -725,5 +760,27 @@ mod tests {
         // a commit with no updates): nothing guards the check.
         assert!(!all_written(&[&a], &[]));
         assert!(!all_written(&[&a, &b], &[write("b")]));
+    }
+
+    #[test]
+    fn a_commit_asserts_what_it_read_of_the_objects_it_does_not_write() {
+        let (a, b, c) = (ident("a"), ident("b"), ident("c"));
+        let read = vec![Some("la".to_string()), Some("lb".to_string()), None];
+        let asserted = unchanged(
+            CatalogId(7),
+            &[a.clone(), b, c.clone()],
+            read,
+            &[write("b").write],
+        );
+        let asserted: Vec<_> = asserted
+            .iter()
+            .map(|u| (u.catalog, &u.ident, u.metadata_location.as_deref()))
+            .collect();
+        assert_eq!(
+            asserted,
+            vec![(CatalogId(7), &a, Some("la")), (CatalogId(7), &c, None)]
+        );
+        // Everything written: nothing to assert besides the writes' own swaps.
+        assert!(unchanged(CatalogId(7), &[ident("b")], vec![None], &[write("b").write]).is_empty());
     }
 }

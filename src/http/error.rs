@@ -93,6 +93,15 @@ impl From<CatalogError> for ApiError {
             CatalogError::Unsupported(_) => (S::NOT_ACCEPTABLE, "UnsupportedOperationException"),
             CatalogError::Unauthorized(_) => (S::UNAUTHORIZED, "NotAuthorizedException"),
             CatalogError::Unavailable(_) => (S::SERVICE_UNAVAILABLE, "ServiceUnavailableException"),
+            // 502, not 503: Iceberg Java before 1.10 resends any request answered 503
+            // (commits too, which a landed first try then fails, and the client's cleanup
+            // can delete files the landed snapshot needs); 500, 502 and 504 are its and
+            // PyIceberg's CommitStateUnknownException, and 502 the spec's "a gateway ...
+            // received an invalid response from the upstream server" (the database).
+            CatalogError::OutcomeUnknown(why) => {
+                tracing::warn!(error = %why, "a write's outcome is unknown");
+                (S::BAD_GATEWAY, "CommitStateUnknownException")
+            }
             CatalogError::Gone(_) => (S::GONE, "GoneException"),
             CatalogError::IdempotencyKeyUsed => {
                 let mut error = ApiError::new(S::CONFLICT, "CommitFailedException", message);
@@ -139,3 +148,31 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreError;
+
+    /// A write whose outcome the store cannot tell is the spec's CommitStateUnknown at
+    /// 502 (a client must look before it retries), never the retryable 503 of a store
+    /// that refused before committing anything.
+    #[test]
+    fn an_unknown_outcome_is_a_502_commit_state_unknown() {
+        let unknown: ApiError = CatalogError::from(StoreError::OutcomeUnknown(
+            "the database connection failed during COMMIT".into(),
+        ))
+        .into();
+        assert_eq!(
+            (unknown.status, unknown.error_type),
+            (StatusCode::BAD_GATEWAY, "CommitStateUnknownException")
+        );
+        assert!(
+            unknown.message.contains("may or may not"),
+            "{}",
+            unknown.message
+        );
+        let refused: ApiError = CatalogError::from(StoreError::Unavailable("down".into())).into();
+        assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+}

@@ -53,6 +53,19 @@ impl Presence {
     }
 }
 
+/// An object a commit read and checked (a transaction's requirements on a table it does
+/// not change) but does not write: the batch commits only if it is still as read
+/// (`Conflict` otherwise), as a write's compare-and-swap would assert for a written one.
+/// Without it, two transactions on two nodes, each asserting the table the other
+/// changes, could both commit (write skew).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unchanged {
+    pub catalog: CatalogId,
+    pub ident: Ident,
+    /// The metadata location read; `None`: the object did not exist.
+    pub metadata_location: Option<String>,
+}
+
 /// Every change a store can make. Each is applied atomically with the rest of its
 /// [`WriteBatch`].
 #[derive(Debug, Clone)]
@@ -307,6 +320,9 @@ pub struct WriteBatch {
     /// document at the version it was found in, `Conflict` otherwise), held until then
     /// against a concurrent drop or rename.
     pub present: Option<Presence>,
+    /// Objects read and checked but not written, which must be unchanged when the batch
+    /// commits (PostgreSQL share-locks their rows until then).
+    pub unchanged: Vec<Unchanged>,
     /// A catalog's new policy document (`Conflict` if its version moved): a namespace
     /// drop carries one, so that no policy is created in, or attached to, a namespace
     /// that goes meanwhile.
@@ -334,6 +350,7 @@ impl WriteBatch {
             security: None,
             security_seen: None,
             present: None,
+            unchanged: Vec::new(),
             policies: None,
             notification: None,
             events: Vec::new(),

@@ -34,7 +34,7 @@ pub mod sqlite;
 
 pub use batch::{
     Applied, EventRead, IdempotencyRecord, Mutation, NotificationStamp, ObjectKey, PolicyDocument,
-    PolicyWrite, Presence, Reach, SecurityDocument, WriteBatch,
+    PolicyWrite, Presence, Reach, SecurityDocument, Unchanged, WriteBatch,
 };
 pub use properties::{ExpectedText, StoredProperties};
 
@@ -102,6 +102,10 @@ pub enum StoreError {
     DroppedMissing(String),
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The store failed while committing (its connection lost during COMMIT, or the
+    /// commit's own sync failed): the write may or may not have landed.
+    #[error("the outcome of the write is unknown: {0}")]
+    OutcomeUnknown(String),
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }

@@ -123,6 +123,8 @@ contract!(
     events_expire_only_once_relayed,
     dropped_objects_can_be_undropped_or_forgotten,
     purges_commit_with_their_change_and_stay_until_finished,
+    purges_never_reach_a_dropped_object_kept_for_undrop,
+    commits_hold_only_while_what_they_read_is_unchanged,
     concurrent_writes_fail_alone,
     loads_see_every_acknowledged_write,
     loads_return_the_current_document,
@@ -1979,6 +1981,153 @@ async fn purges_commit_with_their_change_and_stay_until_finished(store: Arc<dyn 
         store.write(batch(again)).await.unwrap();
     }
     assert!(store.due_purges(i64::MAX, 10).await.unwrap().is_empty());
+}
+
+/// A table made at a dropped one's location and dropped in turn: while either is kept
+/// for undrop, the other's purge is not recorded (it would delete the kept one's files,
+/// and its undrop would then point at nothing); the last one's purge is.
+async fn purges_never_reach_a_dropped_object_kept_for_undrop(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let now = now_ms();
+    let drop_kept = |write: &ObjectWrite, id: &str| {
+        batch(Mutation::DropObject {
+            catalog: c.id,
+            kind: ObjectKind::Table,
+            ident: write.ident.clone(),
+            expected: write.metadata_location.clone(),
+            retain: Some(Retention {
+                id: id.to_string(),
+                purge: true,
+                dropped_ms: now,
+                expires_ms: now + 60_000,
+            }),
+        })
+    };
+    let forget = |id: &str, location: &str| {
+        let mut forget = batch(Mutation::ForgetDropped { id: id.into() });
+        forget.purge = Some(PendingPurge {
+            id: format!("p-{id}"),
+            catalog: c.id,
+            location: format!("{WAREHOUSE}{location}"),
+            created_ms: now,
+            attempts: 0,
+            next_ms: now,
+        });
+        forget
+    };
+    let due = || async { store.due_purges(now, 10).await.unwrap() };
+    // `a` at db/t, dropped and kept; `b` made at the same place, dropped and kept too;
+    // `inner` inside that location, dropped and kept.
+    let t = ident(&["db"], "t");
+    let a = create(ObjectKind::Table, &t, "db/t");
+    commit(&store, c.id, vec![a.clone()]).await.unwrap();
+    store.write(drop_kept(&a, "ka")).await.unwrap();
+    let b = ObjectWrite {
+        metadata_location: format!("{WAREHOUSE}db/t/metadata/00001.json"),
+        ..create(ObjectKind::Table, &t, "db/t")
+    };
+    commit(&store, c.id, vec![b.clone()]).await.unwrap();
+    store.write(drop_kept(&b, "kb")).await.unwrap();
+    // Forgetting `a` with its purge: the record goes, no purge is recorded.
+    store.write(forget("ka", "db/t")).await.unwrap();
+    assert!(due().await.is_empty());
+    assert!(store.get_dropped("ka").await.unwrap().is_none());
+    // Once nothing else is kept there, forgetting the last one records its purge.
+    store.write(forget("kb", "db/t")).await.unwrap();
+    let ids =
+        |purges: Vec<PendingPurge>| -> Vec<String> { purges.into_iter().map(|p| p.id).collect() };
+    assert_eq!(ids(due().await), vec!["p-kb"]);
+    store
+        .write(batch(Mutation::FinishPurge { id: "p-kb".into() }))
+        .await
+        .unwrap();
+    // A kept one inside the location, or around it, holds a purge of it off as well.
+    let inner = create(ObjectKind::Table, &ident(&["db"], "inner"), "db/t/inner");
+    let around = create(ObjectKind::Table, &ident(&["db"], "around"), "db");
+    for (write, id) in [(&inner, "ki"), (&around, "kr")] {
+        commit(&store, c.id, vec![write.clone()]).await.unwrap();
+        store.write(drop_kept(write, id)).await.unwrap();
+        let mut purge = batch(Mutation::None);
+        purge.purge = forget(id, "db/t").purge;
+        store.write(purge).await.unwrap();
+        assert!(due().await.is_empty(), "{id}");
+        store
+            .write(batch(Mutation::ForgetDropped { id: id.into() }))
+            .await
+            .unwrap();
+    }
+    // A sibling whose name merely starts alike does not.
+    let sibling = create(ObjectKind::Table, &ident(&["db"], "t2"), "db/t2");
+    commit(&store, c.id, vec![sibling.clone()]).await.unwrap();
+    store.write(drop_kept(&sibling, "ks")).await.unwrap();
+    let mut purge = batch(Mutation::None);
+    purge.purge = forget("t", "db/t").purge;
+    store.write(purge).await.unwrap();
+    assert_eq!(ids(due().await), vec!["p-t"]);
+}
+
+/// A multi-object commit carries what it read of the objects it does not write: it
+/// commits only if they are still so, and a refusal changes nothing.
+async fn commits_hold_only_while_what_they_read_is_unchanged(store: Arc<dyn Store>) {
+    let c = catalog_with_db(&store, "c").await;
+    let (a, b, x) = (
+        ident(&["db"], "a"),
+        ident(&["db"], "b"),
+        ident(&["db"], "x"),
+    );
+    let a0 = create(ObjectKind::Table, &a, "a");
+    let b0 = create(ObjectKind::Table, &b, "b");
+    commit(&store, c.id, vec![a0.clone(), b0.clone()])
+        .await
+        .unwrap();
+    let read = |ident: &Ident, at: Option<&str>| floe::store::Unchanged {
+        catalog: c.id,
+        ident: ident.clone(),
+        metadata_location: at.map(str::to_string),
+    };
+    let write_b = |expected: &ObjectWrite, version, unchanged| {
+        let mut batch = batch(Mutation::CommitObjects {
+            catalog: c.id,
+            writes: vec![update(expected, &expected.metadata_location, version)],
+        });
+        batch.unchanged = unchanged;
+        batch
+    };
+    // `a` as read, `x` absent as read: `b` commits.
+    let b1 = update(&b0, &b0.metadata_location, 1);
+    store
+        .write(write_b(
+            &b0,
+            1,
+            vec![read(&a, Some(&a0.metadata_location)), read(&x, None)],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        pointer(&store, "c", &b).await,
+        Some(b1.metadata_location.clone())
+    );
+    // `a` moved on since it was read, or `x` made since: refused, `b` unchanged.
+    let a1 = update(&a0, &a0.metadata_location, 1);
+    commit(&store, c.id, vec![a1.clone()]).await.unwrap();
+    commit(&store, c.id, vec![create(ObjectKind::Table, &x, "x")])
+        .await
+        .unwrap();
+    for stale in [read(&a, Some(&a0.metadata_location)), read(&x, None)] {
+        let refused = store.write(write_b(&b1, 2, vec![stale.clone()])).await;
+        assert!(
+            matches!(refused, Err(StoreError::Conflict)),
+            "{stale:?}: {refused:?}"
+        );
+        assert_eq!(
+            pointer(&store, "c", &b).await,
+            Some(b1.metadata_location.clone())
+        );
+    }
+    assert_eq!(
+        pointer(&store, "c", &a).await,
+        Some(a1.metadata_location.clone())
+    );
 }
 
 /// Many writes at once (the embedded store commits them in groups, PostgreSQL in

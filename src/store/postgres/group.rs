@@ -32,7 +32,8 @@ use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot, watch, Mutex};
 
 use super::{
-    backoff, is_retryable, is_unavailable, outbox, redo_or_failure, writes, Failure, MAX_ATTEMPTS,
+    backoff, commit_failure, is_retryable, is_unavailable, outbox, redo_or_failure, writes,
+    Failure, MAX_ATTEMPTS,
 };
 use crate::store::{Applied, ObjectKey, StoreError, StoreResult, WriteBatch, WriteTicket};
 
@@ -145,15 +146,18 @@ fn send(
     let (reply, outcome) = oneshot::channel();
     let sent = jobs.send(Job { batch, reply }).is_ok();
     async move {
-        let stopped = || {
-            Outcome::Done(Err(StoreError::Unavailable(
-                "the group committer has stopped".into(),
-            )))
-        };
         if !sent {
-            return stopped();
+            return Outcome::Done(Err(StoreError::Unavailable(
+                "the group committer has stopped".into(),
+            )));
         }
-        outcome.await.unwrap_or_else(|_| stopped())
+        // Handed over, then dropped unanswered: the committer ended (a panic, the
+        // runtime's shutdown) at a point this side cannot see, perhaps inside COMMIT.
+        outcome.await.unwrap_or_else(|_| {
+            Outcome::Done(Err(StoreError::OutcomeUnknown(
+                "the group committer stopped with this write".into(),
+            )))
+        })
     }
 }
 
@@ -342,7 +346,7 @@ async fn commit_group(pool: &Pool, jobs: Vec<Job>) {
         .flat_map(|(job, _)| job.batch.events.iter().cloned())
         .collect();
     let finished = match outbox::append(&tx, &events).await {
-        Ok(()) => tx.commit().await.map_err(Failure::Sql),
+        Ok(()) => tx.commit().await.map_err(commit_failure),
         Err(e) => Err(e),
     };
     let committed = finished.is_ok();
@@ -360,6 +364,11 @@ async fn commit_group(pool: &Pool, jobs: Vec<Job>) {
         Err(Failure::Sql(e)) => {
             let fail = group_failure(&e);
             applied.into_iter().for_each(|(job, _)| job.fail(fail()));
+        }
+        Err(Failure::Store(StoreError::OutcomeUnknown(message))) => {
+            for (job, _) in applied {
+                job.fail(StoreError::OutcomeUnknown(message.clone()));
+            }
         }
         Err(Failure::Store(e)) => {
             let message = e.to_string();

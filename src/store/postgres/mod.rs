@@ -72,8 +72,8 @@ use crate::events::StoredEvent;
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind};
 pub(super) use queries::{int8, text, Queries};
 use retry::{
-    backoff, has_code, is_retryable, is_unavailable, locked_failure, redo_or_failure, Attempt,
-    Failure, MAX_ATTEMPTS,
+    backoff, commit_failure, has_code, is_retryable, is_unavailable, locked_failure,
+    redo_or_failure, Attempt, Failure, MAX_ATTEMPTS,
 };
 use schema::MIGRATIONS;
 pub use settings::{default_read_connections, PostgresSettings};
@@ -380,7 +380,7 @@ impl Store for PostgresStore {
                 async move {
                     let tx = client.transaction().await?;
                     let applied = writes::apply(&tx, batch).await?;
-                    tx.commit().await?;
+                    tx.commit().await.map_err(commit_failure)?;
                     Ok(applied)
                 }
             })

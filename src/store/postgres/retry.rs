@@ -59,6 +59,19 @@ pub(super) fn is_unavailable(error: &tokio_postgres::Error) -> bool {
     }
 }
 
+/// A failed COMMIT: when the connection, not the statement, failed, PostgreSQL may have
+/// committed it all the same (it carries out a COMMIT it received whatever becomes of
+/// the client), so the outcome is unknown; a refusal it answered rolled back.
+pub(super) fn commit_failure(error: tokio_postgres::Error) -> Failure {
+    if is_unavailable(&error) {
+        Failure::Store(StoreError::OutcomeUnknown(format!(
+            "the database connection failed during COMMIT: {error}"
+        )))
+    } else {
+        Failure::Sql(error)
+    }
+}
+
 pub(super) fn sql_error(error: tokio_postgres::Error) -> StoreError {
     if is_unavailable(&error) {
         StoreError::Unavailable(format!("database: {error}"))

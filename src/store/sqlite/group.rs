@@ -456,7 +456,11 @@ fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
     let fail = || {
         let message = format!("committing a write group: {error}");
         // Out of a resource, the group rolled back: nothing of it is kept (`super::internal`).
-        super::unavailable(error, &message).unwrap_or_else(|| internal(&message))
+        // Any other failure of COMMIT (an I/O error syncing the WAL) may leave the group's
+        // frames, its commit mark included, in the WAL: a restart's recovery would then
+        // keep them. So the outcome is unknown.
+        super::unavailable(error, &message)
+            .unwrap_or_else(|| StoreError::OutcomeUnknown(message.clone()))
     };
     (0..n).map(|_| Err(fail())).collect()
 }

@@ -13,7 +13,7 @@ use crate::store::reservations::Claim;
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
     CatalogRow, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PolicyWrite, Presence,
-    StoreError, StoreResult, StoredObject, WriteBatch, CATALOG_COLUMNS,
+    StoreError, StoreResult, StoredObject, Unchanged, WriteBatch, CATALOG_COLUMNS,
 };
 
 /// Applies the batch's rows, then its mutation; any error rolls all of it back.
@@ -42,6 +42,9 @@ pub(super) fn apply(
     }
     if let Some(presence) = &batch.present {
         require_present(tx, presence)?;
+    }
+    for unchanged in &batch.unchanged {
+        require_unchanged(tx, unchanged)?;
     }
     if let (true, Mutation::CommitObjects { catalog, writes }) =
         (batch.journal_files, &batch.mutation)
@@ -241,6 +244,28 @@ fn require_present(tx: &Transaction, presence: &Presence) -> StoreResult<()> {
                 Err(presence.missing())
             }
         }
+    }
+}
+
+/// `Conflict` unless the object is still as the commit read it.
+fn require_unchanged(tx: &Transaction, unchanged: &Unchanged) -> StoreResult<()> {
+    let Unchanged {
+        catalog,
+        ident,
+        metadata_location,
+    } = unchanged;
+    let found: Option<String> = tx
+        .prepare_cached(
+            "SELECT metadata_location FROM objects WHERE catalog_id = ?1 AND namespace = ?2 AND name = ?3",
+        )
+        .and_then(|mut s| {
+            s.query_row(params![catalog.0, ident.namespace.key(), ident.name], |r| r.get(0))
+                .optional()
+        })
+        .map_err(internal)?;
+    match found == *metadata_location {
+        true => Ok(()),
+        false => Err(StoreError::Conflict),
     }
 }
 
