@@ -126,16 +126,20 @@ fn credential_config(
 pub(super) struct CatalogCache {
     entries:
         std::sync::RwLock<HashMap<String, (std::time::Instant, std::sync::Arc<CatalogRecord>)>>,
+    /// Bumped by each [`CatalogCache::forget`]: a record read before a forget is not
+    /// kept after it (a slow read of the old record, landing after an acknowledged
+    /// change's forget, would serve the old storage config for a freshness interval).
+    forgotten: std::sync::atomic::AtomicU64,
 }
 
 const CATALOG_FRESHNESS: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl CatalogCache {
     pub(super) fn forget(&self, name: &str) {
-        self.entries
-            .write()
-            .expect("catalog cache poisoned")
-            .remove(name);
+        let mut entries = self.entries.write().expect("catalog cache poisoned");
+        entries.remove(name);
+        self.forgotten
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -158,12 +162,18 @@ impl Catalog {
             }
         }
         crate::metrics::record_cache("catalog", false);
+        let forgotten = &self.catalog_cache.forgotten;
+        let seen = forgotten.load(std::sync::atomic::Ordering::SeqCst);
         let record = std::sync::Arc::new(self.get_catalog(name).await?);
         let mut entries = self
             .catalog_cache
             .entries
             .write()
             .expect("catalog cache poisoned");
+        if forgotten.load(std::sync::atomic::Ordering::SeqCst) != seen {
+            // A change was made meanwhile: serve this read, keep none.
+            return Ok(record);
+        }
         if entries.len() >= 10_000 {
             entries.clear();
         }

@@ -55,15 +55,32 @@ pub fn render(outcome: &Outcome) -> Response {
 }
 
 /// The ETag of a load: metadata files are immutable and uniquely named, so the location
-/// identifies the content; the snapshots mode is part of it because the bodies differ.
-pub fn etag(metadata_location: &str, mode: SnapshotsMode) -> String {
+/// identifies the content; the snapshots mode is part of it because the bodies differ,
+/// and so is the response's `config` when it has any (a remote signer's endpoint, the
+/// storage's endpoint and region: a catalog's storage changed, or another delegation
+/// asked for, must not be answered 304 with the client keeping the old ones).
+pub fn etag(
+    metadata_location: &str,
+    mode: SnapshotsMode,
+    config: &std::collections::BTreeMap<String, String>,
+) -> String {
     let mode = match mode {
         SnapshotsMode::All => "all",
         SnapshotsMode::Refs => "refs",
     };
     // Word-wise: byte-wise FNV-1a cost ~750 instructions per load. (The switch changed
     // every ETag once: a client's next conditional load after it gets a full body.)
-    let hash = fold_words(&[metadata_location.as_bytes(), mode.as_bytes()]);
+    let hash = if config.is_empty() {
+        fold_words(&[metadata_location.as_bytes(), mode.as_bytes()])
+    } else {
+        let mut parts = vec![metadata_location.as_bytes(), mode.as_bytes()];
+        parts.extend(
+            config
+                .iter()
+                .flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()]),
+        );
+        fold_words(&parts)
+    };
     // `"` + 16 hex digits + `"`, written directly (`format!` costs more than the hash).
     let mut tag = String::with_capacity(18);
     tag.push('"');
@@ -112,7 +129,10 @@ pub fn table_etag(
     config: &TableConfig,
 ) -> Option<String> {
     let location = table.metadata_location.as_ref()?;
-    config.credentials.is_empty().then(|| etag(location, mode))
+    config
+        .credentials
+        .is_empty()
+        .then(|| etag(location, mode, &config.config))
 }
 
 /// `table_response` with the ETag already computed (loadTable needs it first, for
@@ -203,14 +223,55 @@ mod tests {
     }
 
     #[test]
-    fn etags_differ_by_mode_and_location() {
-        let a = etag("file:///t/metadata/1.json", SnapshotsMode::All);
-        assert_ne!(a, etag("file:///t/metadata/1.json", SnapshotsMode::Refs));
-        assert_ne!(a, etag("file:///t/metadata/2.json", SnapshotsMode::All));
-        assert_eq!(a, etag("file:///t/metadata/1.json", SnapshotsMode::All));
+    fn etags_differ_by_mode_location_and_config() {
+        use std::collections::BTreeMap;
+        let none = BTreeMap::new();
+        let a = etag("file:///t/metadata/1.json", SnapshotsMode::All, &none);
+        assert_ne!(
+            a,
+            etag("file:///t/metadata/1.json", SnapshotsMode::Refs, &none)
+        );
+        assert_ne!(
+            a,
+            etag("file:///t/metadata/2.json", SnapshotsMode::All, &none)
+        );
+        assert_eq!(
+            a,
+            etag("file:///t/metadata/1.json", SnapshotsMode::All, &none)
+        );
         // The text clients keep: the quoted, zero-padded 16 hex digits of the hash.
         let hash = fold_words(&[b"file:///t/metadata/1.json", b"all"]);
         assert_eq!(a, format!("\"{hash:016x}\""));
+        // A config (remote signing's endpoint, the storage's endpoint or region) is part
+        // of the body, so of the tag: another one is another tag.
+        let config = |endpoint: &str| {
+            BTreeMap::from([
+                ("s3.endpoint".to_string(), endpoint.to_string()),
+                ("s3.remote-signing-enabled".to_string(), "true".to_string()),
+            ])
+        };
+        let signed = etag(
+            "file:///t/metadata/1.json",
+            SnapshotsMode::All,
+            &config("http://a"),
+        );
+        assert_ne!(a, signed);
+        assert_ne!(
+            signed,
+            etag(
+                "file:///t/metadata/1.json",
+                SnapshotsMode::All,
+                &config("http://b")
+            )
+        );
+        assert_eq!(
+            signed,
+            etag(
+                "file:///t/metadata/1.json",
+                SnapshotsMode::All,
+                &config("http://a")
+            )
+        );
     }
 
     #[tokio::test]

@@ -311,6 +311,9 @@ impl ObjectCache {
     /// write just changed needs no database read either. Only the commit thread calls
     /// it, and what it keeps is what the database now holds; loads that read before the
     /// COMMIT cannot overwrite it (their fills see a newer generation after `end`).
+    /// Every other mutation evicts what it touched, in the group's order: a namespace's
+    /// update and then its drop in one group (a drop swaps no version, so it need not
+    /// wait for the update's group to end) must leave nothing, not the update's copy.
     /// `texts`: each mutation's documents as [`ObjectCache::texts_for`] made them
     /// (a document without one is copied here).
     pub(super) fn keep_written<'a>(
@@ -358,7 +361,18 @@ impl ObjectCache {
                         });
                     }
                 }
-                _ => {}
+                other => match Touched::of([other]) {
+                    Touched::Nothing => {}
+                    Touched::Objects(keys) => {
+                        for key in &keys {
+                            evict(&mut inner, key);
+                        }
+                    }
+                    Touched::All => {
+                        inner.catalogs.clear();
+                        inner.bytes = 0;
+                    }
+                },
             }
         }
     }
@@ -742,6 +756,53 @@ mod tests {
         };
         cache.begin(&Touched::of([&drop]));
         assert_eq!(hit(&ns), None);
+    }
+
+    /// A namespace updated and then dropped in one group: the update's copy goes with
+    /// the drop (as do an object's after a later drop of it), and a create after both
+    /// leaves nothing to serve but the database's row.
+    #[test]
+    fn a_later_mutation_of_the_group_evicts_what_an_earlier_one_kept() {
+        let cache = ObjectCache::new(1 << 20);
+        let ns = Namespace::root().child("ns");
+        let update = Mutation::update_namespace(
+            CatalogId(1),
+            ns.clone(),
+            &StoredProperties::new(Properties::new()),
+            Properties::from([("k".into(), "2".into())]),
+        );
+        let drop = Mutation::DropNamespace {
+            catalog: CatalogId(1),
+            namespace: ns.clone(),
+        };
+        // The catalog is cached (every request reads its record first).
+        let t = ticket(&cache, "t");
+        cache.fill(t, "c", 1, &ident("t"), &object("v1"));
+        let namespace_hit = || matches!(cache.get_namespace("c", &ns.key()), Lookup::Hit(_));
+        for group in [vec![update.clone()], vec![update.clone(), drop.clone()]] {
+            let touched = Touched::of(&group);
+            cache.begin(&touched);
+            cache.keep_written(group.iter().map(|m| (m, &[][..])));
+            cache.end(&touched);
+            assert_eq!(namespace_hit(), group.len() == 1, "{group:?}");
+        }
+        let drop_t = Mutation::DropObject {
+            catalog: CatalogId(1),
+            kind: ObjectKind::Table,
+            ident: ident("t"),
+            expected: "v1".into(),
+            retain: None,
+        };
+        let group = [drop_t];
+        let touched = Touched::of(&group);
+        cache.begin(&touched);
+        let t = ticket(&cache, "t");
+        cache.keep_written(group.iter().map(|m| (m, &[][..])));
+        cache.end(&touched);
+        cache.fill(t, "c", 1, &ident("t"), &object("v1"));
+        assert_eq!(hit(&cache, "t"), None);
+        let inner = cache.lock();
+        assert_eq!(inner.bytes, 0);
     }
 
     #[test]
