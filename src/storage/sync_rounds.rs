@@ -46,7 +46,9 @@ impl SyncRounds {
             .clone();
         if rounds.anchor.get().is_none() {
             // The first writer's file, shared (a duplicate descriptor of the same open
-            // file): errors from now on are reported to it. Kept open for good.
+            // file, opened before its data was written): errors from then on are
+            // reported to it. Kept open for good: one file's inode per file system stays
+            // allocated after its table is purged.
             let _ = rounds.anchor.set(file.try_clone()?);
         }
         let anchor = rounds.anchor.get().unwrap_or(file);

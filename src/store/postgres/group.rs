@@ -23,7 +23,9 @@
 //!   waits for another transaction's row locks (a commit that lost a race holds those and
 //!   takes the counter last too: no deadlock between them).
 //! - No batch is answered with success before COMMIT returns; if the append or the COMMIT
-//!   fails, every batch still waiting gets that failure (none of them was committed).
+//!   fails, every batch still waiting gets that failure: none of them was committed, but
+//!   for a COMMIT whose connection failed (`OutcomeUnknown`: it may have been). Refusals
+//!   that may rest on an earlier batch are then sent again, checked afresh.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -10,22 +10,72 @@ use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
 use crate::store::reservations::Claim;
 use crate::store::{
     exists_error, location_prefixes, location_upper_bound, ObjectWrite, StoreError, StoredObject,
+    Unchanged,
 };
 
+/// A commit's writes, and its checks of what it read but does not write (`unchanged`).
 pub(super) async fn commit_objects(
     q: &impl Queries,
     id: CatalogId,
     writes: &[ObjectWrite],
+    unchanged: &[Unchanged],
     now: i64,
 ) -> Attempt<()> {
-    // Rows are locked in one global order (as `lock_objects` does), so that concurrent
-    // multi-table commits over overlapping tables queue instead of deadlocking.
-    let mut ordered: Vec<&ObjectWrite> = writes.iter().collect();
-    ordered.sort_by(|a, b| a.ident.cmp(&b.ident));
-    for w in ordered {
-        commit_object(q, id, w, now).await?;
+    // Rows are locked in one global order (as `lock_objects` does), the checked ones
+    // (share-locked) among the written ones, so that concurrent multi-table commits over
+    // overlapping tables queue instead of deadlocking: two transactions each asserting
+    // what the other writes would otherwise each hold its own write's row and wait for
+    // the other's, until PostgreSQL's deadlock timeout (a second) broke the tie.
+    enum Step<'a> {
+        Write(&'a ObjectWrite),
+        Check(&'a Unchanged),
+    }
+    let ident = |step: &Step| match step {
+        Step::Write(w) => w.ident.clone(),
+        Step::Check(u) => u.ident.clone(),
+    };
+    let mut ordered: Vec<Step> = writes
+        .iter()
+        .map(Step::Write)
+        .chain(unchanged.iter().map(Step::Check))
+        .collect();
+    ordered.sort_by_cached_key(ident);
+    for step in ordered {
+        match step {
+            Step::Write(w) => commit_object(q, id, w, now).await?,
+            Step::Check(u) => require_unchanged(q, u).await?,
+        }
     }
     Ok(())
+}
+
+/// `Conflict` unless the object is still as the commit read it. Its row is share-locked
+/// until commit: a commit of it on another node that has not committed yet is waited for
+/// (then read as it left the row), and one that comes later waits for this transaction.
+/// (An object read as absent has no row to lock: checked as of this statement only. The
+/// catalog asserts none; a commit fails on a table it does not find or creates it.)
+pub(super) async fn require_unchanged(q: &impl Queries, unchanged: &Unchanged) -> Attempt<()> {
+    let Unchanged {
+        catalog,
+        ident,
+        metadata_location,
+    } = unchanged;
+    let found: Option<String> = q
+        .query_opt_typed(
+            "SELECT metadata_location FROM objects WHERE catalog_id = $1 AND namespace = $2 AND name = $3
+             FOR SHARE",
+            &[
+                int8(&catalog.0),
+                text(&ident.namespace.key()),
+                text(&ident.name),
+            ],
+        )
+        .await?
+        .map(|row| row.get(0));
+    match found == *metadata_location {
+        true => Ok(()),
+        false => Err(StoreError::Conflict.into()),
+    }
 }
 
 async fn commit_object(q: &impl Queries, id: CatalogId, w: &ObjectWrite, now: i64) -> Attempt<()> {

@@ -1,7 +1,8 @@
 //! How a failed statement ends a store operation: retried (a serialization failure or
 //! deadlock, with jittered backoff; prepared statements lost to a pooler, at once; a
 //! read's failed connection, on another), or classified once into the store's error
-//! (`Unavailable` for a database that is down, `Internal` otherwise).
+//! (`Unavailable` for a database that is down, `OutcomeUnknown` for a COMMIT whose
+//! connection failed, `Internal` otherwise).
 
 use std::future::Future;
 use std::time::Duration;
@@ -61,9 +62,17 @@ pub(super) fn is_unavailable(error: &tokio_postgres::Error) -> bool {
 
 /// A failed COMMIT: when the connection, not the statement, failed, PostgreSQL may have
 /// committed it all the same (it carries out a COMMIT it received whatever becomes of
-/// the client), so the outcome is unknown; a refusal it answered rolled back.
+/// the client), so the outcome is unknown: no answer at all (an I/O or protocol error, a
+/// closed connection), a connection exception (08), or the server going away (57P01-03:
+/// shutdown, crash, restart). An error it answered otherwise (a full disk, class 53; a
+/// cancel) rolled the transaction back, and is classified as any other.
 pub(super) fn commit_failure(error: tokio_postgres::Error) -> Failure {
-    if is_unavailable(&error) {
+    let lost = error.is_closed()
+        || error.code().is_none_or(|code| {
+            let code = code.code();
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+        });
+    if lost {
         Failure::Store(StoreError::OutcomeUnknown(format!(
             "the database connection failed during COMMIT: {error}"
         )))

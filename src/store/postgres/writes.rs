@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use deadpool_postgres::Object;
 use tokio_postgres::error::SqlState;
 
-use super::objects::{commit_objects, drop_object, rename_object};
+use super::objects::{commit_objects, drop_object, rename_object, require_unchanged};
 use super::{
     commit_failure, dropped, has_code, int8, locked_failure, outbox, reserved, text, Attempt,
     Failure, Queries,
@@ -14,8 +14,7 @@ use super::{
 use crate::model::{CatalogId, CatalogRecord, Namespace, ObjectKind, Properties};
 use crate::store::{
     properties_json, to_json, Applied, IdempotencyRecord, LockedObjects, Mutation,
-    NotificationStamp, PolicyWrite, Presence, StoreError, StoreResult, StoredObject, Unchanged,
-    WriteBatch,
+    NotificationStamp, PolicyWrite, Presence, StoreError, StoreResult, StoredObject, WriteBatch,
 };
 
 /// Applies the batch's rows, then its mutation, in the caller's transaction.
@@ -46,8 +45,11 @@ pub(super) async fn apply_rows(q: &impl Queries, batch: &WriteBatch) -> Attempt<
     if let Some(presence) = &batch.present {
         require_present(q, presence).await?;
     }
-    for unchanged in &batch.unchanged {
-        require_unchanged(q, unchanged).await?;
+    if !matches!(batch.mutation, Mutation::CommitObjects { .. }) {
+        // (A commit checks them with its writes, in their order: `commit_objects`.)
+        for unchanged in &batch.unchanged {
+            require_unchanged(q, unchanged).await?;
+        }
     }
     if let Some(purge) = &batch.purge {
         dropped::schedule_purge(q, purge).await?;
@@ -79,7 +81,7 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
             drop_namespace(q, *catalog, namespace).await?
         }
         Mutation::CommitObjects { catalog, writes } => {
-            commit_objects(q, *catalog, writes, batch.now_ms).await?
+            commit_objects(q, *catalog, writes, &batch.unchanged, batch.now_ms).await?
         }
         Mutation::DropObject {
             catalog,
@@ -96,7 +98,7 @@ async fn apply_mutation(q: &impl Queries, batch: &WriteBatch) -> Attempt<Applied
         }
         Mutation::Undrop { catalog, id, write } => {
             dropped::take(q, Some(*catalog), id).await?;
-            commit_objects(q, *catalog, std::slice::from_ref(write), batch.now_ms).await?;
+            commit_objects(q, *catalog, std::slice::from_ref(write), &[], batch.now_ms).await?;
         }
         Mutation::ForgetDropped { id } => {
             return dropped::take(q, None, id).await.map(Applied::Forgotten);
@@ -246,35 +248,6 @@ async fn require_present(q: &impl Queries, presence: &Presence) -> Attempt<()> {
         return Err(presence.missing().into());
     }
     Ok(())
-}
-
-/// `Conflict` unless the object is still as the commit read it. Its row is share-locked
-/// until commit: a commit of it on another node that has not committed yet is waited for
-/// (then read as it left the row), and one that comes later waits for this transaction.
-/// Two transactions each asserting what the other writes then deadlock, and the database
-/// makes one of them redo its work (a retry under the objects' locks, `lock_objects`).
-async fn require_unchanged(q: &impl Queries, unchanged: &Unchanged) -> Attempt<()> {
-    let Unchanged {
-        catalog,
-        ident,
-        metadata_location,
-    } = unchanged;
-    let found: Option<String> = q
-        .query_opt_typed(
-            "SELECT metadata_location FROM objects WHERE catalog_id = $1 AND namespace = $2 AND name = $3
-             FOR SHARE",
-            &[
-                int8(&catalog.0),
-                text(&ident.namespace.key()),
-                text(&ident.name),
-            ],
-        )
-        .await?
-        .map(|row| row.get(0));
-    match found == *metadata_location {
-        true => Ok(()),
-        false => Err(StoreError::Conflict.into()),
-    }
 }
 
 /// Sets a table's notification stamp if it is still the one the caller read.

@@ -149,7 +149,7 @@ pub(super) fn expired(
 /// view now lies (a new one at a dropped one's explicit location): its files could not
 /// be told from the dropped one's. Nor where another dropped one kept for undrop lies (a
 /// table made at a dropped one's location and dropped in turn): its undrop needs its
-/// files, and the last of them to be purged takes the location's files with it.
+/// files. A purge skipped so is not tried again (its files may stay; logged).
 pub(super) fn schedule_purge(tx: &Transaction, purge: &PendingPurge) -> StoreResult<()> {
     if let Ok(location) = canonical_location(&purge.location) {
         let nobody = crate::store::nobody();

@@ -447,18 +447,28 @@ impl<'c> Open<'c> {
                 self.journal.mark_committed(last);
                 self.results
             }
-            Err(e) => all_fail(n, &e),
+            Err(e) => commit_fail(n, &e),
         }
     }
 }
 
+/// A group that failed before its COMMIT (its BEGIN, a savepoint): nothing of it is kept.
 fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
     let fail = || {
+        let message = format!("writing a write group: {error}");
+        // Out of a resource: the client may retry later (`super::internal`).
+        super::unavailable(error, &message).unwrap_or_else(|| internal(&message))
+    };
+    (0..n).map(|_| Err(fail())).collect()
+}
+
+/// A group whose COMMIT failed. Out of a resource (a full disk, memory), SQLite rolled it
+/// back: nothing of it is kept. Any other failure (an I/O error syncing the WAL) may
+/// leave the group's frames, its commit mark included, in the WAL, which a restart's
+/// recovery would then keep: the outcome is unknown.
+fn commit_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
+    let fail = || {
         let message = format!("committing a write group: {error}");
-        // Out of a resource, the group rolled back: nothing of it is kept (`super::internal`).
-        // Any other failure of COMMIT (an I/O error syncing the WAL) may leave the group's
-        // frames, its commit mark included, in the WAL: a restart's recovery would then
-        // keep them. So the outcome is unknown.
         super::unavailable(error, &message)
             .unwrap_or_else(|| StoreError::OutcomeUnknown(message.clone()))
     };
