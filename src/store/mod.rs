@@ -467,10 +467,7 @@ impl DroppedRow {
         Ok(DroppedObject {
             id: self.id,
             catalog: CatalogId(self.catalog),
-            ident: Ident {
-                namespace: Namespace::from_key(&self.namespace),
-                name: self.name,
-            },
+            ident: stored_ident(&self.namespace, self.name),
             kind: stored_kind(&self.kind)?,
             metadata_location: self.metadata_location,
             metadata: self.metadata,
@@ -497,6 +494,15 @@ pub(crate) fn page_of<T>(
         _ => None,
     };
     Page { items, next_after }
+}
+
+/// A table's or view's identifier from what a store row keeps: its namespace's key
+/// (`Namespace::key`) and its name.
+pub(crate) fn stored_ident(namespace_key: &str, name: String) -> Ident {
+    Ident {
+        namespace: Namespace::from_key(namespace_key),
+        name,
+    }
 }
 
 /// An identifier no table or view has (the root namespace holds none): for an overlap

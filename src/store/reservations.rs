@@ -12,7 +12,7 @@
 //!
 //! [`Mutation::ReserveLocation`]: super::Mutation::ReserveLocation
 
-use crate::model::{CatalogId, Ident, Namespace};
+use crate::model::{CatalogId, Ident};
 
 /// A staged create's canonical `location` held for `ident` until `expires_ms`, when what
 /// was delegated for it (vended credentials, signatures) stops reaching it: until then no
@@ -49,10 +49,7 @@ pub struct Held {
 
 impl Held {
     pub fn ident(&self) -> Ident {
-        Ident {
-            namespace: Namespace::from_key(&self.namespace),
-            name: self.name.clone(),
-        }
+        super::stored_ident(&self.namespace, self.name.clone())
     }
 
     fn names(&self, catalog: CatalogId, ident: &Ident) -> bool {
@@ -115,6 +112,7 @@ fn table_uuid(metadata: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Namespace;
 
     fn ident(name: &str) -> Ident {
         Ident::new(Namespace::new(vec!["db".into()]).unwrap(), name.into()).unwrap()

@@ -5,11 +5,11 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use super::{int8, text, Attempt, Queries};
-use crate::model::{CatalogId, Ident, Namespace};
+use crate::model::{CatalogId, Ident};
 use crate::storage::location::canonical_location;
 use crate::store::{
-    location_prefixes, location_upper_bound, DroppedObject, DroppedRow, PendingPurge, Retention,
-    StoreError, StoreResult, StoredObject, DROPPED_COLUMNS, PURGE_COLUMNS,
+    location_prefixes, location_upper_bound, stored_ident, DroppedObject, DroppedRow, PendingPurge,
+    Retention, StoreError, StoreResult, StoredObject, DROPPED_COLUMNS, PURGE_COLUMNS,
 };
 
 pub(super) const MIGRATION: &str = r#"
@@ -231,10 +231,7 @@ async fn kept_overlapping(q: &impl Queries, location: &str) -> Attempt<Option<Id
         .await?
         .into_iter()
         .next();
-    Ok(row.map(|r| Ident {
-        namespace: Namespace::from_key(r.get(0)),
-        name: r.get(1),
-    }))
+    Ok(row.map(|r| stored_ident(r.get(0), r.get(1))))
 }
 
 pub(super) async fn finish_purge(q: &impl Queries, id: &str) -> Attempt<()> {

@@ -6,11 +6,11 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::Type;
 
 use super::{has_code, int8, object_kind_at, text, Attempt, Failure, Queries};
-use crate::model::{CatalogId, Ident, Namespace, ObjectKind};
+use crate::model::{CatalogId, Ident, ObjectKind};
 use crate::store::reservations::Claim;
 use crate::store::{
-    exists_error, location_prefixes, location_upper_bound, ObjectWrite, StoreError, StoredObject,
-    Unchanged,
+    exists_error, location_prefixes, location_upper_bound, stored_ident, ObjectWrite, StoreError,
+    StoredObject, Unchanged,
 };
 
 /// A commit's writes, and its checks of what it read but does not write (`unchanged`).
@@ -251,10 +251,7 @@ pub(super) async fn object_overlapping(
         .await?
         .into_iter()
         .next();
-    Ok(row.map(|r| Ident {
-        namespace: Namespace::from_key(r.get(0)),
-        name: r.get(1),
-    }))
+    Ok(row.map(|r| stored_ident(r.get(0), r.get(1))))
 }
 
 pub(super) async fn drop_object(

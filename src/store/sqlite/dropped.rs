@@ -4,11 +4,11 @@
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::internal;
-use crate::model::{CatalogId, Ident, Namespace};
+use crate::model::{CatalogId, Ident};
 use crate::storage::location::canonical_location;
 use crate::store::{
-    location_prefixes, location_upper_bound, DroppedObject, DroppedRow, PendingPurge, Retention,
-    StoreError, StoreResult, StoredObject, DROPPED_COLUMNS, PURGE_COLUMNS,
+    location_prefixes, location_upper_bound, stored_ident, DroppedObject, DroppedRow, PendingPurge,
+    Retention, StoreError, StoreResult, StoredObject, DROPPED_COLUMNS, PURGE_COLUMNS,
 };
 
 pub(super) const MIGRATION: &str = r#"
@@ -184,10 +184,7 @@ pub(super) fn schedule_purge(tx: &Transaction, purge: &PendingPurge) -> StoreRes
 /// A dropped object kept for undrop (in any catalog) whose location contains the
 /// canonical `location` or lies inside it: as `writes::overlapping_object` for live ones.
 fn kept_overlapping(conn: &Connection, location: &str) -> StoreResult<Option<Ident>> {
-    let to_ident = |(ns, name): (String, String)| Ident {
-        namespace: Namespace::from_key(&ns),
-        name,
-    };
+    let to_ident = |(ns, name): (String, String)| stored_ident(&ns, name);
     let mut at = conn
         .prepare_cached("SELECT namespace, name FROM dropped_objects WHERE location = ?1 LIMIT 1")
         .map_err(internal)?;

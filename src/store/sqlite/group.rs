@@ -339,7 +339,7 @@ fn commit_group(
         Err(results) => return results,
     };
     if let Err(e) = open.apply_with_savepoints(group) {
-        return all_fail(group.len(), &e);
+        return all_fail(group.len(), &e, Failed::Writing);
     }
     if open.results.iter().all(Result::is_err) {
         // Nothing to keep (the transaction rolls back as it drops, and the trim waits
@@ -384,7 +384,7 @@ impl<'c> Open<'c> {
     ) -> Result<Self, Vec<StoreResult<Applied>>> {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| all_fail(n, &e))?;
+            .map_err(|e| all_fail(n, &e, Failed::Writing))?;
         let synced = journal.synced();
         if synced > trimmed {
             journal::trim(&tx, synced).map_err(|e| journal_fail(n, &e))?;
@@ -447,30 +447,35 @@ impl<'c> Open<'c> {
                 self.journal.mark_committed(last);
                 self.results
             }
-            Err(e) => commit_fail(n, &e),
+            Err(e) => all_fail(n, &e, Failed::Committing),
         }
     }
 }
 
-/// A group that failed before its COMMIT (its BEGIN, a savepoint): nothing of it is kept.
-fn all_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
-    let fail = || {
-        let message = format!("writing a write group: {error}");
-        // Out of a resource: the client may retry later (`super::internal`).
-        super::unavailable(error, &message).unwrap_or_else(|| internal(&message))
-    };
-    (0..n).map(|_| Err(fail())).collect()
+/// Where a group failed: before its COMMIT (its BEGIN, a savepoint), or in it.
+#[derive(Clone, Copy)]
+enum Failed {
+    Writing,
+    Committing,
 }
 
-/// A group whose COMMIT failed. Out of a resource (a full disk, memory), SQLite rolled it
-/// back: nothing of it is kept. Any other failure (an I/O error syncing the WAL) may
-/// leave the group's frames, its commit mark included, in the WAL, which a restart's
-/// recovery would then keep: the outcome is unknown.
-fn commit_fail(n: usize, error: &rusqlite::Error) -> Vec<StoreResult<Applied>> {
+/// Every batch of a failed group fails. Out of a resource (a full disk, memory), SQLite
+/// rolled the group back: nothing of it is kept, and the client may retry later
+/// (`super::internal`). Any other failure before the COMMIT kept nothing either; one of
+/// the COMMIT itself (an I/O error syncing the WAL) may leave the group's frames, its
+/// commit mark included, in the WAL, which a restart's recovery would then keep: the
+/// outcome is unknown.
+fn all_fail(n: usize, error: &rusqlite::Error, at: Failed) -> Vec<StoreResult<Applied>> {
     let fail = || {
-        let message = format!("committing a write group: {error}");
-        super::unavailable(error, &message)
-            .unwrap_or_else(|| StoreError::OutcomeUnknown(message.clone()))
+        let doing = match at {
+            Failed::Writing => "writing",
+            Failed::Committing => "committing",
+        };
+        let message = format!("{doing} a write group: {error}");
+        super::unavailable(error, &message).unwrap_or_else(|| match at {
+            Failed::Writing => internal(&message),
+            Failed::Committing => StoreError::OutcomeUnknown(message.clone()),
+        })
     };
     (0..n).map(|_| Err(fail())).collect()
 }

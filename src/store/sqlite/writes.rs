@@ -11,9 +11,9 @@ use super::{
 use crate::model::{CatalogId, CatalogRecord, Ident, Namespace, ObjectKind, Properties};
 use crate::store::reservations::Claim;
 use crate::store::{
-    exists_error, location_prefixes, location_upper_bound, properties_json, to_json, Applied,
-    CatalogRow, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PolicyWrite, Presence,
-    StoreError, StoreResult, StoredObject, Unchanged, WriteBatch, CATALOG_COLUMNS,
+    exists_error, location_prefixes, location_upper_bound, properties_json, stored_ident, to_json,
+    Applied, CatalogRow, IdempotencyRecord, Mutation, NotificationStamp, ObjectWrite, PolicyWrite,
+    Presence, StoreError, StoreResult, StoredObject, Unchanged, WriteBatch, CATALOG_COLUMNS,
 };
 
 /// Applies the batch's rows, then its mutation; any error rolls all of it back.
@@ -679,10 +679,7 @@ pub(super) fn overlapping_object(
         ))
         .map_err(internal)?;
     let ns_key = ident.namespace.key();
-    let to_ident = |(ns, name): (String, String)| Ident {
-        namespace: Namespace::from_key(&ns),
-        name,
-    };
+    let to_ident = |(ns, name): (String, String)| stored_ident(&ns, name);
     for candidate in location_prefixes(location) {
         let hit: Option<(String, String)> = ancestor
             .query_row(params![candidate, ns_key, ident.name, id.0], |r| {
